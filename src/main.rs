@@ -1,1 +1,2 @@
+mod cpu;
 fn main() {}
