@@ -1,2 +1,187 @@
+/*!
+pmustress: a PMU-interrupt reliability stress tester.
+
+This file only wires the command line to the modules:
+config -> run (workers, migrator, signal handlers) -> timeline/classify ->
+results -> report. Exit statuses follow `git bisect run`: 0 good, 1 bad
+(dropped interrupts), 2 usage, 125 cannot test here.
+*/
+
+mod classify;
+mod cli;
+mod config;
 mod cpu;
-fn main() {}
+mod event;
+mod kernel;
+mod migrator;
+mod report;
+mod results;
+mod ring;
+mod run;
+mod sample;
+mod signal;
+mod timeline;
+mod worker;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Parser;
+
+use cli::{Cli, Command, EnvArgs, RunArgs};
+use config::{ConfigError, RunConfig};
+use results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
+use timeline::Anomaly;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // clap's own errors span several lines; the first one names the
+            // flag and the problem.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: invalid command line");
+            eprintln!("{first} (see pmustress --help)");
+            return ExitCode::from(EXIT_USAGE as u8);
+        }
+    };
+    let status = match cli.command {
+        Command::Run(args) => run_command(&args),
+        Command::Env(args) => env_command(&args),
+    };
+    ExitCode::from(status as u8)
+}
+
+fn env_command(args: &EnvArgs) -> i32 {
+    let platform = event::Platform::probe(Path::new("/"));
+    if args.json {
+        match serde_json::to_string_pretty(&platform_json(&platform)) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_CANNOT_TEST;
+            }
+        }
+    } else {
+        println!("arch: {}", platform.arch);
+        println!("core PMUs: {}", platform.core_pmus.len());
+    }
+    0
+}
+
+fn platform_json(platform: &event::Platform) -> serde_json::Value {
+    serde_json::json!({
+        "arch": platform.arch,
+        "core_pmus": platform.core_pmus,
+        "cpus": platform.cpus.iter().map(|(n, id)| serde_json::json!({"cpu": n, "id": id})).collect::<Vec<_>>(),
+    })
+}
+
+/// Console output plus the anomalies kept for run.json.
+struct Collect {
+    console: report::Console,
+    anomalies: Vec<Anomaly>,
+    not_recorded: u64,
+}
+
+impl run::Observer for Collect {
+    fn anomaly(&mut self, a: &Anomaly) {
+        self.console.anomaly(a);
+        if self.anomalies.len() < MAX_RECORDED_ANOMALIES {
+            self.anomalies.push(a.clone());
+        } else {
+            self.not_recorded += 1;
+        }
+    }
+
+    fn progress(&mut self, p: &run::Progress) {
+        self.console.progress(p);
+    }
+}
+
+fn run_command(args: &RunArgs) -> i32 {
+    let allowed = match kernel::allowed_cpus() {
+        Ok(cpus) => cpus,
+        Err(e) => {
+            eprintln!("pmustress: cannot test here: sched_getaffinity failed: {e}");
+            return EXIT_CANNOT_TEST;
+        }
+    };
+    let platform = event::Platform::probe(Path::new("/"));
+    let cfg = match RunConfig::from_args(args, &allowed, &platform) {
+        Ok(cfg) => cfg,
+        Err(e @ ConfigError::Usage { .. }) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+        Err(e @ ConfigError::CannotTest(_)) => {
+            eprintln!("pmustress: {e}");
+            return EXIT_CANNOT_TEST;
+        }
+    };
+
+    // First Ctrl-C (or SIGTERM) stops the run and keeps what was measured;
+    // a second one exits at once.
+    let sigint = Arc::new(AtomicBool::new(false));
+    let sigterm = Arc::new(AtomicBool::new(false));
+    for (sig, flag) in [(libc::SIGINT, &sigint), (libc::SIGTERM, &sigterm)] {
+        let registered =
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(flag))
+                .and_then(|_| signal_hook::flag::register(sig, Arc::clone(flag)));
+        if let Err(e) = registered {
+            eprintln!(
+                "pmustress: cannot test here: installing the SIGINT/SIGTERM handlers failed: {e}"
+            );
+            return EXIT_CANNOT_TEST;
+        }
+    }
+    let stop_signal = || {
+        if sigint.load(Ordering::Relaxed) {
+            Some(libc::SIGINT)
+        } else if sigterm.load(Ordering::Relaxed) {
+            Some(libc::SIGTERM)
+        } else {
+            None
+        }
+    };
+
+    println!("{}", report::banner(&cfg));
+    let mut collect = Collect {
+        console: report::Console::new(cfg.max_anomaly_lines),
+        anomalies: Vec::new(),
+        not_recorded: 0,
+    };
+    let record = match run::run(&cfg, &stop_signal, &mut collect) {
+        Ok(record) => record,
+        Err(e) => {
+            collect.console.clear_progress();
+            eprintln!("pmustress: cannot test here: {e:#}");
+            return EXIT_CANNOT_TEST;
+        }
+    };
+    collect.console.clear_progress();
+    let results = RunResults::new(
+        &cfg,
+        std::env::args().collect(),
+        platform_json(&platform),
+        &record,
+        collect.anomalies,
+        collect.not_recorded,
+    );
+    print!("{}", report::summary(&results));
+    if let Some(dir) = &cfg.out {
+        if let Err(e) = results.write_json(dir) {
+            eprintln!("pmustress: could not save results: {e:#}");
+            return EXIT_CANNOT_TEST;
+        }
+        println!("results: {}", dir.join("run.json").display());
+    }
+    results.exit_status
+}

@@ -1,0 +1,373 @@
+/*!
+The classifier: what one delta between two overflow signals means.
+
+Two pure steps. `classify_delta` compares the delta d with the period P and
+skid S: `ok` when |d - P| <= S, `missed(k-1)` when |d - kP| <= S for some
+k >= 2, else `late` or `early`. `judge` then asks the kernel's witness for that
+window (its sample records, throttle and lost records, plain-SIGIO fallbacks)
+why overflows went unsignalled:
+
+- a THROTTLE record or a SIGIO fallback explains them (`throttled`,
+  `signal-queue-overflow`): the kernel did this on purpose or ran out of queue;
+- a LOST record means the witness itself is incomplete (`witness-lost`): we
+  refuse to guess;
+- k sample records for k overflows means every interrupt happened and only the
+  signals merged (`coalesced-signal`): not a PMU bug;
+- fewer sample records than overflows means interrupts never happened:
+  `dropped-interrupt`, the bug we hunt. On a software clock the same gap is the
+  hrtimer skipping periods (shared/software-events.md), so it is
+  `software-timer-skip` unless we injected it ourselves.
+*/
+
+use serde::Serialize;
+use std::fmt;
+
+/// Where a delta falls relative to period and skid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaClass {
+    Ok,
+    /// `missed` overflows between the two signals (k - 1 for a delta of ~kP).
+    Missed {
+        missed: u64,
+    },
+    Late,
+    Early,
+}
+
+pub fn classify_delta(delta: u64, period: u64, skid: u64) -> DeltaClass {
+    debug_assert!(period > 0);
+    if delta.abs_diff(period) <= skid {
+        return DeltaClass::Ok;
+    }
+    // The nearest multiple of the period; ties go up, which only matters
+    // when skid >= period/2 and then nothing within skid of it anyway.
+    let k = delta / period + u64::from(delta % period >= period - period / 2);
+    if k >= 2 && delta.abs_diff(k.saturating_mul(period)) <= skid {
+        DeltaClass::Missed { missed: k - 1 }
+    } else if delta > period {
+        DeltaClass::Late
+    } else {
+        DeltaClass::Early
+    }
+}
+
+/// The kinds of anomaly a window can show. Only `DroppedInterrupt` makes a
+/// run "bad".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnomalyKind {
+    DroppedInterrupt,
+    CoalescedSignal,
+    Throttled,
+    SignalQueueOverflow,
+    WitnessLost,
+    SoftwareTimerSkip,
+    Late,
+    Early,
+    /// Our own failure in that window (a counter read failed): never a PMU verdict.
+    ToolError,
+}
+
+impl AnomalyKind {
+    pub const ALL: [AnomalyKind; 9] = [
+        AnomalyKind::DroppedInterrupt,
+        AnomalyKind::CoalescedSignal,
+        AnomalyKind::Throttled,
+        AnomalyKind::SignalQueueOverflow,
+        AnomalyKind::WitnessLost,
+        AnomalyKind::SoftwareTimerSkip,
+        AnomalyKind::Late,
+        AnomalyKind::Early,
+        AnomalyKind::ToolError,
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            AnomalyKind::DroppedInterrupt => "dropped-interrupt",
+            AnomalyKind::CoalescedSignal => "coalesced-signal",
+            AnomalyKind::Throttled => "throttled",
+            AnomalyKind::SignalQueueOverflow => "signal-queue-overflow",
+            AnomalyKind::WitnessLost => "witness-lost",
+            AnomalyKind::SoftwareTimerSkip => "software-timer-skip",
+            AnomalyKind::Late => "late",
+            AnomalyKind::Early => "early",
+            AnomalyKind::ToolError => "tool-error",
+        }
+    }
+
+    /// What a reader should do about it.
+    pub fn advice(&self) -> &'static str {
+        match self {
+            AnomalyKind::DroppedInterrupt => {
+                "the PMU interrupt for these overflows never happened (no kernel sample record): a lost overflow interrupt"
+            }
+            AnomalyKind::CoalescedSignal => {
+                "the kernel handled every overflow but merged their signals: not a PMU bug; a longer --period avoids it"
+            }
+            AnomalyKind::Throttled => {
+                "the kernel throttled the event (perf_event_max_sample_rate): raise it or use a longer --period"
+            }
+            AnomalyKind::SignalQueueOverflow => {
+                "the realtime signal queue was full (RLIMIT_SIGPENDING, ulimit -i): raise it or use fewer workers"
+            }
+            AnomalyKind::WitnessLost => {
+                "the kernel's sample ring overflowed, so these windows cannot be judged: use a longer --period"
+            }
+            AnomalyKind::SoftwareTimerSkip => {
+                "the software clock's hrtimer skipped periods: a property of software events, not a PMU fault"
+            }
+            AnomalyKind::Late => {
+                "a delta beyond period + skid but not near a multiple: check --skid for this CPU"
+            }
+            AnomalyKind::Early => "a delta shorter than period - skid: check --skid for this CPU",
+            AnomalyKind::ToolError => {
+                "pmustress itself failed to read the counter in this window: please report it"
+            }
+        }
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The kernel-side evidence gathered for one window between two signals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Witness {
+    /// PERF_RECORD_SAMPLEs in the window: interrupts the kernel handled.
+    pub kernel_samples: u64,
+    /// A THROTTLE/UNTHROTTLE record in the window, or throttled at its start.
+    pub throttled: bool,
+    /// A LOST record in the window.
+    pub records_lost: bool,
+    /// Plain SIGIOs received in the window.
+    pub sigio: u64,
+    /// Overflows we discarded ourselves (`--inject-drop-every`).
+    pub injected: u64,
+    /// A counter read failed in this window.
+    pub tool_error: bool,
+}
+
+/// The verdict on one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judgement {
+    /// Overflows this window accounts for (1 when ok).
+    pub overflows: u64,
+    /// None when the window is ok.
+    pub kind: Option<AnomalyKind>,
+    /// Overflows that got no signal of their own (k - 1).
+    pub missed: u64,
+    /// Of those, overflows whose interrupt never happened (no sample record).
+    pub dropped: u64,
+}
+
+pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: bool) -> Judgement {
+    let nearest = (delta + period / 2) / period;
+    let (overflows, missed) = match class {
+        DeltaClass::Ok => (1, 0),
+        DeltaClass::Missed { missed } => (missed + 1, missed),
+        DeltaClass::Late | DeltaClass::Early => (nearest, nearest.saturating_sub(1)),
+    };
+    let explained = if w.tool_error {
+        Some(AnomalyKind::ToolError)
+    } else if w.sigio > 0 && class != DeltaClass::Ok {
+        Some(AnomalyKind::SignalQueueOverflow)
+    } else if w.throttled && class != DeltaClass::Ok {
+        Some(AnomalyKind::Throttled)
+    } else {
+        None
+    };
+    let mut j = Judgement {
+        overflows,
+        kind: explained,
+        missed,
+        dropped: 0,
+    };
+    if explained.is_some() {
+        return j;
+    }
+    match class {
+        DeltaClass::Ok => {}
+        DeltaClass::Late => j.kind = Some(AnomalyKind::Late),
+        DeltaClass::Early => j.kind = Some(AnomalyKind::Early),
+        DeltaClass::Missed { missed } => {
+            // The signal that ended the window had its interrupt, so at most
+            // `missed` interrupts can be absent.
+            let absent = overflows
+                .saturating_sub(w.kernel_samples.max(1))
+                .min(missed);
+            j.kind = Some(if w.records_lost {
+                AnomalyKind::WitnessLost
+            } else if absent == 0 {
+                AnomalyKind::CoalescedSignal
+            } else if software {
+                // A software clock cannot lose a PMU interrupt: only what we
+                // injected counts as dropped.
+                j.dropped = absent.min(w.injected);
+                if j.dropped > 0 {
+                    AnomalyKind::DroppedInterrupt
+                } else {
+                    AnomalyKind::SoftwareTimerSkip
+                }
+            } else {
+                j.dropped = absent;
+                AnomalyKind::DroppedInterrupt
+            });
+        }
+    }
+    j
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use DeltaClass::*;
+
+    const P: u64 = 10_000;
+    const S: u64 = 1_000;
+
+    #[test]
+    fn boundaries_at_exactly_skid() {
+        assert_eq!(classify_delta(P, P, S), Ok);
+        assert_eq!(classify_delta(P + S, P, S), Ok);
+        assert_eq!(classify_delta(P - S, P, S), Ok);
+        assert_eq!(classify_delta(P + S + 1, P, S), Late);
+        assert_eq!(classify_delta(P - S - 1, P, S), Early);
+        assert_eq!(classify_delta(2 * P - S, P, S), Missed { missed: 1 });
+        assert_eq!(classify_delta(2 * P + S, P, S), Missed { missed: 1 });
+        assert_eq!(classify_delta(2 * P - S - 1, P, S), Late);
+        assert_eq!(classify_delta(2 * P + S + 1, P, S), Late);
+        assert_eq!(classify_delta(0, P, S), Early);
+    }
+
+    #[test]
+    fn k_of_three_and_more() {
+        assert_eq!(classify_delta(3 * P, P, S), Missed { missed: 2 });
+        assert_eq!(classify_delta(3 * P - S, P, S), Missed { missed: 2 });
+        assert_eq!(classify_delta(17 * P + 5, P, S), Missed { missed: 16 });
+        assert_eq!(classify_delta(u64::MAX, P, S), Late);
+    }
+
+    #[test]
+    fn zero_skid_demands_exact_multiples() {
+        assert_eq!(classify_delta(P, P, 0), Ok);
+        assert_eq!(classify_delta(P + 1, P, 0), Late);
+        assert_eq!(classify_delta(2 * P, P, 0), Missed { missed: 1 });
+    }
+
+    fn w(samples: u64) -> Witness {
+        Witness {
+            kernel_samples: samples,
+            ..Witness::default()
+        }
+    }
+
+    #[test]
+    fn ok_window_accounts_one_overflow() {
+        let j = judge(Ok, P, P, &w(1), false);
+        assert_eq!((j.overflows, j.kind, j.missed, j.dropped), (1, None, 0, 0));
+    }
+
+    #[test]
+    fn missing_samples_mean_dropped_interrupts_on_hardware() {
+        let j = judge(Missed { missed: 1 }, 2 * P, P, &w(1), false);
+        assert_eq!(
+            (j.kind, j.overflows, j.missed, j.dropped),
+            (Some(AnomalyKind::DroppedInterrupt), 2, 1, 1)
+        );
+        // k = 3 with one of two missing interrupts witnessed: one dropped.
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &w(2), false);
+        assert_eq!(
+            (j.kind, j.dropped),
+            (Some(AnomalyKind::DroppedInterrupt), 1)
+        );
+        // A window with no sample at all still had the final interrupt.
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &w(0), false);
+        assert_eq!(j.dropped, 2);
+    }
+
+    #[test]
+    fn all_samples_present_mean_coalesced() {
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &w(3), false);
+        assert_eq!(
+            (j.kind, j.dropped, j.missed),
+            (Some(AnomalyKind::CoalescedSignal), 0, 2)
+        );
+    }
+
+    #[test]
+    fn throttle_sigio_lost_and_tool_errors_are_never_drops() {
+        let throttled = Witness {
+            throttled: true,
+            kernel_samples: 1,
+            ..Witness::default()
+        };
+        assert_eq!(
+            judge(Missed { missed: 1 }, 2 * P, P, &throttled, false).kind,
+            Some(AnomalyKind::Throttled)
+        );
+        assert_eq!(
+            judge(Late, 25_000, P, &throttled, false).kind,
+            Some(AnomalyKind::Throttled)
+        );
+        // Throttling around an ok delta is not an anomaly.
+        assert_eq!(judge(Ok, P, P, &throttled, false).kind, None);
+        let sigio = Witness { sigio: 1, ..w(1) };
+        assert_eq!(
+            judge(Missed { missed: 1 }, 2 * P, P, &sigio, false).kind,
+            Some(AnomalyKind::SignalQueueOverflow)
+        );
+        let lost = Witness {
+            records_lost: true,
+            ..w(1)
+        };
+        let j = judge(Missed { missed: 1 }, 2 * P, P, &lost, false);
+        assert_eq!((j.kind, j.dropped), (Some(AnomalyKind::WitnessLost), 0));
+        let broken = Witness {
+            tool_error: true,
+            ..w(1)
+        };
+        assert_eq!(
+            judge(Missed { missed: 1 }, 2 * P, P, &broken, false).kind,
+            Some(AnomalyKind::ToolError)
+        );
+    }
+
+    #[test]
+    fn software_gaps_are_timer_skips_unless_injected() {
+        let j = judge(Missed { missed: 1 }, 2 * P, P, &w(1), true);
+        assert_eq!(
+            (j.kind, j.dropped),
+            (Some(AnomalyKind::SoftwareTimerSkip), 0)
+        );
+        let injected = Witness {
+            injected: 1,
+            ..w(1)
+        };
+        let j = judge(Missed { missed: 1 }, 2 * P, P, &injected, true);
+        assert_eq!(
+            (j.kind, j.dropped),
+            (Some(AnomalyKind::DroppedInterrupt), 1)
+        );
+        // Two absent, one of them ours: one dropped (ours), the window is
+        // still reported as the stronger kind.
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &injected, true);
+        assert_eq!(
+            (j.kind, j.dropped),
+            (Some(AnomalyKind::DroppedInterrupt), 1)
+        );
+    }
+
+    #[test]
+    fn late_and_early_account_the_nearest_multiple() {
+        let j = judge(Late, 25_100, P, &w(2), false);
+        assert_eq!((j.kind, j.overflows), (Some(AnomalyKind::Late), 3));
+        let j = judge(Early, 4_000, P, &w(0), false);
+        assert_eq!(
+            (j.kind, j.overflows, j.missed),
+            (Some(AnomalyKind::Early), 0, 0)
+        );
+    }
+}

@@ -1,0 +1,265 @@
+/*!
+The command line, as clap definitions only. Value parsers check one value at a
+time and say the accepted form; `config` checks how values fit together.
+*/
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::event::EventSpec;
+use crate::timeline::Mode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pmustress",
+    version,
+    about = "Stress-tests PMU overflow interrupts: finds overflows whose interrupt never came",
+    long_about = None,
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run workers that count an event with an overflow period, migrate them,
+    /// and classify every delta between overflow signals.
+    Run(Box<RunArgs>),
+    /// Print the machine fingerprint, pseudo-NMI verdict first.
+    Env(EnvArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EnvArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How the migrator moves workers between the CPUs of the set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigrateMode {
+    /// Pin each worker and never move it.
+    None,
+    /// Bounce each worker between two CPUs of the set.
+    PingPong,
+    /// Move each worker to the next CPU of the set in turn.
+    RoundRobin,
+    /// Move each worker to a random other CPU of the set.
+    Random,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Event to count: branches (the CPU's retired-branch event), instructions,
+    /// cycles, rHEX (raw, perf syntax), task-clock or cpu-clock (software:
+    /// exercises the pipeline, does not test the PMU).
+    #[arg(long, value_name = "SPEC", default_value = "branches", value_parser = parse_event)]
+    pub event: EventSpec,
+
+    /// Overflow period in events (ns for software clocks).
+    /// [default: 100000 for hardware events, 1000000 for software clocks]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
+    pub period: Option<u64>,
+
+    /// Tolerance around each multiple of the period.
+    /// [default: from the CPU table; period/4 for software clocks]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
+    pub skid: Option<u64>,
+
+    /// Worker threads. [default: one per CPU of --cpus]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
+    pub workers: Option<usize>,
+
+    /// CPUs to run on, taskset syntax (0-3,8,10-11). [default: the CPUs
+    /// this process may use]
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus_flag)]
+    pub cpus: Option<CpuList>,
+
+    /// How workers are moved between CPUs.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = MigrateMode::PingPong)]
+    pub migrate: MigrateMode,
+
+    /// Pause between migration rounds (0: back to back).
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_interval)]
+    pub migrate_interval: Duration,
+
+    /// How long to measure (500ms, 10s, 5m, 2h). [default: 10s when
+    /// --interrupts is not given either]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Stop each worker after this many overflow signals.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
+    pub interrupts: Option<u64>,
+
+    /// Stop the run after this many anomalies of any kind.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
+    pub stop_after_anomalies: Option<u64>,
+
+    /// Count kernel mode too (needs perf_event_paranoid <= 1 or CAP_PERFMON).
+    #[arg(long)]
+    pub include_kernel: bool,
+
+    /// free: one fixed period, deltas of read() values; reset: rr-style
+    /// RESET + PERIOD after every signal.
+    #[arg(long, value_enum, default_value_t = Mode::Free)]
+    pub mode: Mode,
+
+    /// Self-test: discard every Nth overflow (its signal and its kernel sample
+    /// record) as if its interrupt never came. The run is marked injected.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_inject)]
+    pub inject_drop_every: Option<u64>,
+
+    /// Give up on a worker whose thread or counter makes no progress this long.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub watchdog: Duration,
+
+    /// Write run.json here (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Print at most this many anomaly lines (all are counted and saved).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub max_anomaly_lines: u64,
+}
+
+fn parse_event(s: &str) -> Result<EventSpec, String> {
+    s.parse()
+}
+
+fn parse_count(s: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .map_err(|_| format!("expected a whole number of events (e.g. 1000), got {s:?}"))
+}
+
+fn parse_positive(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) | Err(_) => Err(format!(
+            "expected a whole number above 0 (e.g. 100000), got {s:?}"
+        )),
+        Ok(n) => Ok(n),
+    }
+}
+
+fn parse_workers(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=crate::signal::MAX_WORKERS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a number of threads from 1 to {}, got {s:?}",
+            crate::signal::MAX_WORKERS
+        )),
+    }
+}
+
+fn parse_inject(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n >= 2 => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of at least 2 (e.g. 50), got {s:?}"
+        )),
+    }
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("expected 0 or a duration like 500us, 1ms, 2s ({e}), got {s:?}"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!(
+            "expected a duration above zero like 500ms, 10s, 5m, 2h, got {s:?}"
+        )),
+        Err(e) => Err(format!(
+            "expected a duration like 500ms, 10s, 5m, 2h ({e}), got {s:?}"
+        )),
+    }
+}
+
+/// A validated `--cpus` value (a newtype so clap takes it as one value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+fn parse_cpus_flag(s: &str) -> Result<CpuList, String> {
+    parse_cpu_list(s).map(CpuList)
+}
+
+/// Parses taskset's list syntax: `0-3,8,10-11`. Sorted, duplicates refused.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let form = "expected CPU numbers and ranges like 0-3,8,10-11";
+    let mut cpus = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (part, part),
+        };
+        let (Ok(lo), Ok(hi)) = (lo.parse::<usize>(), hi.parse::<usize>()) else {
+            return Err(format!("{form}, got {s:?}"));
+        };
+        if lo > hi {
+            return Err(format!("{form}; range {part:?} is reversed"));
+        }
+        if hi >= libc::CPU_SETSIZE as usize {
+            return Err(format!(
+                "{form}; CPU {hi} is beyond the largest possible CPU number"
+            ));
+        }
+        cpus.extend(lo..=hi);
+    }
+    let n = cpus.len();
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus.len() != n {
+        return Err(format!("{form}; {s:?} names a CPU twice"));
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11"),
+            Ok(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpu_list("5"), Ok(vec![5]));
+        assert_eq!(parse_cpu_list("3,1"), Ok(vec![1, 3]));
+        for bad in ["", "5-3", "1,1", "0-2,2", "a", "1-", "-1", "0,,1", "99999"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn numbers_and_durations() {
+        assert!(parse_positive("0").is_err());
+        assert!(parse_positive("-1").is_err());
+        assert!(parse_positive("1e6").is_err());
+        assert_eq!(parse_positive("100000"), Ok(100_000));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("10").is_err());
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_interval("0"), Ok(Duration::ZERO));
+        assert!(parse_inject("1").is_err());
+        assert!(parse_workers("0").is_err());
+    }
+}

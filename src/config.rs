@@ -1,0 +1,283 @@
+/*!
+From command-line values to one validated `RunConfig`.
+
+clap checks each value's form; here we check how they fit together and with
+the machine (CPUs that exist, skid below period, the software-period guard),
+and resolve the event. Usage mistakes are `ConfigError::Usage` (exit 2, one
+line naming the flag); a machine that cannot run the event is
+`ConfigError::CannotTest` (exit 125).
+*/
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::cli::{MigrateMode, RunArgs};
+use crate::event::{self, Platform, ResolvedEvent};
+use crate::timeline::Mode;
+
+/// Software clocks below this period livelock the worker on a 2-CPU VM and
+/// fill the per-user signal queue (shared/software-events.md: 10 us).
+pub const MIN_SOFTWARE_PERIOD_NS: u64 = 50_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{flag}: {message}")]
+    Usage { flag: &'static str, message: String },
+    #[error("cannot test here: {0}")]
+    CannotTest(String),
+}
+
+fn usage(flag: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Usage {
+        flag,
+        message: message.into(),
+    }
+}
+
+/// Everything a run needs, validated; recorded verbatim in the results.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    pub event: ResolvedEvent,
+    pub period: u64,
+    pub skid: u64,
+    /// Where the skid came from: "--skid", the CPU table, or period/4.
+    pub skid_source: String,
+    pub workers: usize,
+    pub cpus: Vec<usize>,
+    pub migrate: MigrateMode,
+    pub migrate_interval_ns: u64,
+    /// Seed of the random migration pattern, so it can be replayed.
+    pub migrate_seed: u64,
+    pub duration_ns: Option<u64>,
+    pub interrupts_per_worker: Option<u64>,
+    pub stop_after_anomalies: Option<u64>,
+    pub include_kernel: bool,
+    pub mode: Mode,
+    pub inject_drop_every: Option<u64>,
+    pub watchdog_ns: u64,
+    pub out: Option<PathBuf>,
+    pub max_anomaly_lines: u64,
+}
+
+/// Compact taskset-style rendering of a CPU list (0-3,8).
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        while i + 1 < cpus.len() && cpus[i + 1] == cpus[i] + 1 {
+            i += 1;
+        }
+        parts.push(if cpus[i] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", cpus[i])
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+impl RunConfig {
+    /// `allowed` is the set of CPUs this process may use.
+    pub fn from_args(
+        args: &RunArgs,
+        allowed: &[usize],
+        platform: &Platform,
+    ) -> Result<RunConfig, ConfigError> {
+        let cpus = match &args.cpus {
+            None => allowed.to_vec(),
+            Some(crate::cli::CpuList(cpus)) => {
+                if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
+                    return Err(usage(
+                        "--cpus",
+                        format!(
+                            "CPU {bad} does not exist or is not available to this process (available: {})",
+                            format_cpu_list(allowed)
+                        ),
+                    ));
+                }
+                cpus.clone()
+            }
+        };
+        if cpus.is_empty() {
+            return Err(usage("--cpus", "no CPU is available to this process"));
+        }
+        if args.migrate != MigrateMode::None && cpus.len() < 2 {
+            return Err(usage(
+                "--migrate",
+                format!(
+                    "migrating needs at least 2 CPUs in --cpus (got {}); use --migrate none",
+                    format_cpu_list(&cpus)
+                ),
+            ));
+        }
+        let spec = args.event;
+        let period = args.period.unwrap_or_else(|| spec.default_period());
+        if spec.is_software() && period < MIN_SOFTWARE_PERIOD_NS {
+            return Err(usage(
+                "--period",
+                format!(
+                    "software clocks below {MIN_SOFTWARE_PERIOD_NS} ns livelock the worker and fill the per-user signal queue; use --period {MIN_SOFTWARE_PERIOD_NS} or more (got {period})"
+                ),
+            ));
+        }
+        if let (Some(out), true) = (
+            &args.out,
+            args.out.as_ref().is_some_and(|o| o.exists() && !o.is_dir()),
+        ) {
+            return Err(usage(
+                "--out",
+                format!(
+                    "{} exists and is not a directory; expected a directory path",
+                    out.display()
+                ),
+            ));
+        }
+        let event =
+            event::resolve(spec, platform, &cpus).map_err(|e| ConfigError::CannotTest(e.0))?;
+        let (skid, skid_source) = match (args.skid, event.default_skid) {
+            (Some(s), _) => (s, "--skid".to_string()),
+            (None, Some(s)) => (
+                s,
+                format!(
+                    "CPU table ({})",
+                    event.core.as_deref().unwrap_or("unknown CPU")
+                ),
+            ),
+            (None, None) => (period / 4, "period/4 (software clock)".to_string()),
+        };
+        if skid >= period {
+            let flag = if args.skid.is_some() {
+                "--skid"
+            } else {
+                "--period"
+            };
+            return Err(usage(
+                flag,
+                format!(
+                    "skid {skid} ({skid_source}) must be below the period {period}; give a smaller --skid or a larger --period"
+                ),
+            ));
+        }
+        let duration = match (args.duration, args.interrupts) {
+            (None, None) => Some(Duration::from_secs(10)),
+            (d, _) => d,
+        };
+        Ok(RunConfig {
+            event,
+            period,
+            skid,
+            skid_source,
+            workers: args.workers.unwrap_or(cpus.len()),
+            cpus,
+            migrate: args.migrate,
+            migrate_interval_ns: args.migrate_interval.as_nanos() as u64,
+            migrate_seed: crate::kernel::monotonic_ns(),
+            duration_ns: duration.map(|d| d.as_nanos() as u64),
+            interrupts_per_worker: args.interrupts,
+            stop_after_anomalies: args.stop_after_anomalies,
+            include_kernel: args.include_kernel,
+            mode: args.mode,
+            inject_drop_every: args.inject_drop_every,
+            watchdog_ns: args.watchdog.as_nanos() as u64,
+            out: args.out.clone(),
+            max_anomaly_lines: args.max_anomaly_lines,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> RunArgs {
+        let mut argv = vec!["pmustress", "run"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Run(a) => *a,
+            _ => unreachable!(),
+        }
+    }
+
+    fn no_pmu() -> Platform {
+        Platform {
+            arch: "x86_64".into(),
+            ..Platform::default()
+        }
+    }
+
+    fn check(extra: &[&str]) -> Result<RunConfig, ConfigError> {
+        RunConfig::from_args(&args(extra), &[0, 1], &no_pmu())
+    }
+
+    fn usage_flag(extra: &[&str]) -> &'static str {
+        match check(extra) {
+            Err(ConfigError::Usage { flag, .. }) => flag,
+            other => panic!("{extra:?}: expected a usage error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn software_defaults() {
+        let c = check(&["--event", "task-clock"]).unwrap();
+        assert_eq!((c.period, c.skid, c.workers), (1_000_000, 250_000, 2));
+        assert_eq!(c.cpus, vec![0, 1]);
+        assert_eq!(c.duration_ns, Some(10_000_000_000));
+        assert!(c.event.software);
+    }
+
+    #[test]
+    fn cross_flag_errors_name_the_flag() {
+        assert_eq!(
+            usage_flag(&[
+                "--event",
+                "task-clock",
+                "--period",
+                "1000",
+                "--skid",
+                "1000"
+            ]),
+            "--period"
+        );
+        assert_eq!(
+            usage_flag(&[
+                "--event",
+                "task-clock",
+                "--period",
+                "100000",
+                "--skid",
+                "100000"
+            ]),
+            "--skid"
+        );
+        assert_eq!(
+            usage_flag(&["--event", "task-clock", "--cpus", "5"]),
+            "--cpus"
+        );
+        assert_eq!(
+            usage_flag(&["--event", "task-clock", "--cpus", "1"]),
+            "--migrate"
+        );
+        assert_eq!(
+            usage_flag(&["--event", "task-clock", "--period", "49999"]),
+            "--period"
+        );
+        assert!(check(&["--event", "task-clock", "--cpus", "1", "--migrate", "none"]).is_ok());
+    }
+
+    #[test]
+    fn hardware_event_without_pmu_cannot_test() {
+        assert!(matches!(check(&[]), Err(ConfigError::CannotTest(m)) if m.contains("task-clock")));
+    }
+
+    #[test]
+    fn cpu_list_rendering() {
+        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(format_cpu_list(&[]), "");
+    }
+}

@@ -1,0 +1,411 @@
+/*!
+Every system call pmustress makes on the hot path, and nearly all of its `unsafe`.
+
+perf_event_open, its ioctls, the fcntl dance that routes an overflow to one thread
+as a realtime signal, the mmap'd sample ring, sigaction, thread affinity and the
+clocks. Each call turns -1 into `io::Error::last_os_error()` in one place (`cvt`),
+and each new fd goes straight into an `OwnedFd`, so nothing above this module
+handles raw return codes or leaks descriptors.
+
+The other place with `unsafe` is `signal`, whose handler must read the siginfo
+the kernel hands it.
+*/
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+use perf_event_open_sys as sys;
+use sys::bindings::perf_event_attr;
+
+// libc does not define these (fcntl.h / asm-generic/fcntl.h); identical on
+// x86_64 and aarch64.
+/// fcntl: which signal to send when I/O is possible (here: on overflow).
+const F_SETSIG: libc::c_int = 10;
+/// fcntl: set the owner to a thread, process or process group.
+const F_SETOWN_EX: libc::c_int = 15;
+/// `f_owner_ex.type_`: the owner is one thread, not its whole process.
+const F_OWNER_TID: libc::c_int = 0;
+
+/// struct f_owner_ex from asm-generic/fcntl.h.
+#[repr(C)]
+struct FOwnerEx {
+    type_: libc::c_int,
+    pid: libc::pid_t,
+}
+
+/// Turns a -1 return into the thread's errno.
+fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// What to open: the few perf_event_attr fields pmustress varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventAttr {
+    pub type_: u32,
+    pub config: u64,
+    /// Overflow period in events; 0 opens a plain counter with no overflow.
+    pub sample_period: u64,
+    pub exclude_kernel: bool,
+    /// Ask for TID|TIME|CPU sample records (the kernel's own witness).
+    pub sample_records: bool,
+}
+
+/// Sample layout we request; `sample` parses exactly this.
+pub const SAMPLE_TYPE: u64 = (sys::bindings::PERF_SAMPLE_TID
+    | sys::bindings::PERF_SAMPLE_TIME
+    | sys::bindings::PERF_SAMPLE_CPU) as u64;
+
+/// One perf event counting the calling thread on whatever CPU it runs.
+#[derive(Debug)]
+pub struct PerfEvent {
+    fd: OwnedFd,
+}
+
+impl PerfEvent {
+    /// Opens the event on the calling thread (pid 0, cpu -1), disabled.
+    pub fn open_on_self(spec: &EventAttr) -> io::Result<PerfEvent> {
+        let mut attr = perf_event_attr {
+            type_: spec.type_,
+            size: std::mem::size_of::<perf_event_attr>() as u32,
+            config: spec.config,
+            ..Default::default()
+        };
+        attr.set_disabled(1);
+        attr.set_exclude_kernel(spec.exclude_kernel as u64);
+        attr.set_exclude_hv(1);
+        if spec.sample_period > 0 {
+            attr.__bindgen_anon_1.sample_period = spec.sample_period;
+            // Pinned: if the PMU cannot give us a counter we want an error
+            // state we can see, not silent multiplexing that fakes deltas.
+            attr.set_pinned(1);
+            // One wakeup (and so one signal) per overflow.
+            attr.__bindgen_anon_2.wakeup_events = 1;
+        }
+        if spec.sample_records {
+            attr.sample_type = SAMPLE_TYPE;
+            // THROTTLE and LOST records carry TID/TIME/CPU too.
+            attr.set_sample_id_all(1);
+            // Sample times on the clock the signal handler reads, so a sample
+            // can be placed between two signals.
+            attr.set_use_clockid(1);
+            attr.clockid = libc::CLOCK_MONOTONIC;
+        }
+        // SAFETY: attr is a fully initialised perf_event_attr whose size field
+        // is ours; pid 0 / cpu -1 / no group / CLOEXEC is a plain self-counter.
+        let fd = unsafe {
+            sys::perf_event_open(
+                &mut attr,
+                0,
+                -1,
+                -1,
+                sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+            )
+        };
+        cvt(fd as libc::c_long)?;
+        // SAFETY: perf_event_open returned a new descriptor that nobody else owns.
+        Ok(PerfEvent {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Routes each overflow to thread `tid` as signal `signo`, with si_fd set.
+    /// Order matters: owner and signal before O_ASYNC, or the first overflow
+    /// could go to the process as plain SIGIO.
+    pub fn route_overflows_to(&self, tid: libc::pid_t, signo: libc::c_int) -> io::Result<()> {
+        let fd = self.raw_fd();
+        let owner = FOwnerEx {
+            type_: F_OWNER_TID,
+            pid: tid,
+        };
+        // SAFETY: fcntl on an fd we own; F_SETOWN_EX reads one f_owner_ex
+        // that lives across the call.
+        cvt(unsafe { libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) } as libc::c_long)?;
+        // SAFETY: F_SETSIG takes an int.
+        cvt(unsafe { libc::fcntl(fd, F_SETSIG, signo) } as libc::c_long)?;
+        // SAFETY: F_GETFL/F_SETFL take and return ints.
+        let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) } as libc::c_long)?;
+        // SAFETY: as above.
+        cvt(
+            unsafe { libc::fcntl(fd, libc::F_SETFL, flags as libc::c_int | libc::O_ASYNC) }
+                as libc::c_long,
+        )?;
+        Ok(())
+    }
+
+    pub fn reset(&self) -> io::Result<()> {
+        // SAFETY: RESET takes no argument pointer.
+        cvt(unsafe { sys::ioctls::RESET(self.raw_fd(), 0) } as libc::c_long).map(drop)
+    }
+
+    pub fn enable(&self) -> io::Result<()> {
+        // SAFETY: ENABLE takes no argument pointer.
+        cvt(unsafe { sys::ioctls::ENABLE(self.raw_fd(), 0) } as libc::c_long).map(drop)
+    }
+
+    pub fn disable(&self) -> io::Result<()> {
+        disable_fd(self.raw_fd())
+    }
+
+    /// The current count. Ok(None) means the event is in error state (a
+    /// pinned event that lost its counter reads as EOF).
+    pub fn read_count(&self) -> io::Result<Option<u64>> {
+        read_count_fd(self.raw_fd())
+    }
+}
+
+/// DISABLE by raw fd: the watchdog stops a stuck worker's event from another
+/// thread while the worker still owns the fd.
+pub fn disable_fd(fd: RawFd) -> io::Result<()> {
+    // SAFETY: DISABLE takes no argument pointer; a stale fd gives EBADF.
+    cvt(unsafe { sys::ioctls::DISABLE(fd, 0) } as libc::c_long).map(drop)
+}
+
+/// read(2) of a counting event with read_format 0: one u64.
+/// Async-signal-safe: the signal handler uses it.
+pub fn read_count_fd(fd: RawFd) -> io::Result<Option<u64>> {
+    let mut value: u64 = 0;
+    // SAFETY: reading at most 8 bytes into a u64 we own.
+    let n = unsafe { libc::read(fd, (&mut value as *mut u64).cast(), 8) };
+    match cvt(n as libc::c_long)? {
+        8 => Ok(Some(value)),
+        _ => Ok(None),
+    }
+}
+
+/// rr-style re-arm: zero the count and reload the period so the next
+/// overflow comes `period` events from now. Async-signal-safe (two ioctls).
+pub fn rearm_fd(fd: RawFd, period: u64) -> io::Result<()> {
+    // SAFETY: RESET takes no pointer; PERIOD takes a pointer to a u64 that
+    // lives across the call.
+    unsafe {
+        cvt(sys::ioctls::RESET(fd, 0) as libc::c_long)?;
+        let mut p = period;
+        cvt(libc::ioctl(fd, sys::bindings::PERIOD as _, &mut p as *mut u64) as libc::c_long)?;
+    }
+    Ok(())
+}
+
+/// The kernel's mmap'd record ring of one event: a control page then
+/// `data_pages` pages of records.
+pub struct SampleRing {
+    base: *mut u8,
+    len: usize,
+    data_offset: usize,
+    data_size: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; one thread (the controller)
+// reads it at a time because `drain` takes &mut self.
+unsafe impl Send for SampleRing {}
+
+impl SampleRing {
+    /// Maps `data_pages` (a power of two) of records for `event`.
+    pub fn map(event: &PerfEvent, data_pages: usize) -> io::Result<SampleRing> {
+        let page = page_size();
+        let len = page * (1 + data_pages);
+        // SAFETY: a fresh shared mapping of the event fd, as perf_event_open(2)
+        // documents; the kernel validates the length.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                event.raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SampleRing {
+            base: base.cast(),
+            len,
+            data_offset: page,
+            data_size: page * data_pages,
+        })
+    }
+
+    fn control(&self) -> *mut sys::bindings::perf_event_mmap_page {
+        self.base.cast()
+    }
+
+    /// Appends every record the kernel has written since the last drain to
+    /// `out` (each record contiguous, wrap-around undone) and frees the space.
+    pub fn drain(&mut self, out: &mut Vec<u8>) {
+        let ctl = self.control();
+        // SAFETY: the control page is mapped for our lifetime; data_head is
+        // written by the kernel, so read it atomically and order the record
+        // reads after it (the kernel's documented protocol: smp_rmb).
+        let head = unsafe {
+            (*(std::ptr::addr_of!((*ctl).data_head) as *const AtomicU64)).load(Ordering::Acquire)
+        };
+        // SAFETY: data_tail is only written by us.
+        let tail_ptr = unsafe { std::ptr::addr_of_mut!((*ctl).data_tail) as *const AtomicU64 };
+        // SAFETY: as above; an AtomicU64 has the layout of the u64 field.
+        let tail = unsafe { (*tail_ptr).load(Ordering::Relaxed) };
+        let size = self.data_size as u64;
+        let avail = head.wrapping_sub(tail).min(size);
+        let start = (tail % size) as usize;
+        let first = (avail as usize).min(self.data_size - start);
+        // SAFETY: both ranges lie inside the data area of the mapping.
+        unsafe {
+            let data = self.base.add(self.data_offset);
+            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+            out.extend_from_slice(std::slice::from_raw_parts(data, avail as usize - first));
+        }
+        fence(Ordering::Release);
+        // SAFETY: publishing the new tail tells the kernel the space is free.
+        unsafe { (*tail_ptr).store(tail.wrapping_add(avail), Ordering::Release) };
+    }
+}
+
+impl Drop for SampleRing {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped, once.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// The calling thread's kernel id. Async-signal-safe.
+pub fn gettid() -> libc::pid_t {
+    // SAFETY: gettid cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
+/// The CPU the calling thread runs on now, u32::MAX if unknown. glibc reads
+/// it from the rseq area or the vDSO: no lock, no allocation, and (unlike a
+/// getcpu syscall) no kernel time inside the signal handler.
+pub fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).unwrap_or(u32::MAX)
+}
+
+/// pthread_self(): a read of the thread pointer, usable in a handler.
+pub fn current_thread() -> libc::pthread_t {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() }
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of the sample records too
+/// (`use_clockid`). Async-signal-safe.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Moves thread `tid` to exactly `cpu`. The kernel migrates a running
+/// thread synchronously (stop_one_cpu), which is what the bug needs.
+pub fn move_thread(tid: libc::pid_t, cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: cpu is below CPU_SETSIZE, checked above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: sched_setaffinity reads one cpu_set_t of the size we pass.
+    cvt(
+        unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) }
+            as libc::c_long,
+    )
+    .map(drop)
+}
+
+/// The CPUs the calling process may run on.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: as in `move_thread`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity writes one cpu_set_t of the size we pass.
+    cvt(
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
+            as libc::c_long,
+    )?;
+    // SAFETY: CPU_ISSET reads the set within CPU_SETSIZE.
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// A signal handler taking siginfo, as `sigaction` wants it.
+pub type SigInfoHandler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
+
+/// Installs `handler` for `signo` with SA_SIGINFO|SA_RESTART, blocking every
+/// signal in `also_block` while it runs so our handlers never nest.
+pub fn install_handler(
+    signo: libc::c_int,
+    handler: SigInfoHandler,
+    also_block: &[libc::c_int],
+) -> io::Result<()> {
+    // SAFETY: sigaction is plain data; zeroed means "no flags, empty mask".
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = handler as usize;
+    action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SAFETY: sigemptyset/sigaddset initialise the mask inside `action`.
+    unsafe {
+        libc::sigemptyset(&mut action.sa_mask);
+        for &s in also_block {
+            libc::sigaddset(&mut action.sa_mask, s);
+        }
+    }
+    // SAFETY: `action` is fully initialised; we do not want the old action.
+    cvt(unsafe { libc::sigaction(signo, &action, std::ptr::null_mut()) } as libc::c_long).map(drop)
+}
+
+/// Blocks (`block == true`) or unblocks `signals` in the calling thread.
+/// Threads inherit the mask, so the controller blocks overflow signals
+/// before spawning and each worker unblocks its own.
+pub fn set_signal_mask(signals: &[libc::c_int], block: bool) -> io::Result<()> {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+    }
+    let how = if block {
+        libc::SIG_BLOCK
+    } else {
+        libc::SIG_UNBLOCK
+    };
+    // SAFETY: pthread_sigmask reads `set`; returns an errno value, not -1.
+    match unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) } {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// Whether fd 2 is a terminal (the progress line only goes there).
+pub fn stderr_is_tty() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(2) == 1 }
+}
+
+/// The errno cell of the calling thread: the signal handler saves and
+/// restores it so an interrupted read() elsewhere never sees our errno.
+pub fn errno_location() -> *mut libc::c_int {
+    // SAFETY: __errno_location returns the calling thread's errno cell.
+    unsafe { libc::__errno_location() }
+}

@@ -1,0 +1,146 @@
+/*!
+The migrator: moves workers between CPUs as fast as asked.
+
+The lost-overflow bug needs an overflow to be pending while the kernel
+de-schedules or migrates the event, so the migrator's job is to make that
+happen often: sched_setaffinity on each worker's tid (core_affinity can only
+pin the calling thread), back to back by default. The kernel migrates a
+running thread synchronously, so the loop runs at the kernel's own rate.
+Every successful move is timestamped for the anomaly lines ("14 us after
+migration"); moves are counted as requested, the kernel's own count is read
+per worker at the end.
+*/
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::cli::MigrateMode;
+use crate::kernel;
+use crate::worker::WorkerShared;
+
+/// Where each worker goes next: a pure function of mode, CPU set and state.
+pub struct Plan {
+    mode: MigrateMode,
+    cpus: Vec<usize>,
+    /// Index into `cpus` of each worker's current CPU.
+    position: Vec<usize>,
+    /// For ping-pong: each worker's two CPUs (indices into `cpus`).
+    pairs: Vec<(usize, usize)>,
+    rng: fastrand::Rng,
+}
+
+impl Plan {
+    pub fn new(mode: MigrateMode, cpus: &[usize], workers: usize, seed: u64) -> Plan {
+        let n = cpus.len();
+        Plan {
+            mode,
+            cpus: cpus.to_vec(),
+            position: (0..workers).map(|w| w % n).collect(),
+            pairs: (0..workers).map(|w| (w % n, (w + 1) % n)).collect(),
+            rng: fastrand::Rng::with_seed(seed),
+        }
+    }
+
+    /// The CPU a worker starts on.
+    pub fn first_cpu(&self, worker: usize) -> usize {
+        self.cpus[self.position[worker]]
+    }
+
+    /// Advances `worker` and returns its next CPU, or None if it stays put.
+    pub fn next_cpu(&mut self, worker: usize) -> Option<usize> {
+        let n = self.cpus.len();
+        let pos = self.position[worker];
+        let next = match self.mode {
+            MigrateMode::None => return None,
+            MigrateMode::PingPong => {
+                let (a, b) = self.pairs[worker];
+                if pos == a { b } else { a }
+            }
+            MigrateMode::RoundRobin => (pos + 1) % n,
+            MigrateMode::Random => {
+                // Any CPU but the current one, uniformly.
+                let r = self.rng.usize(0..n - 1);
+                if r >= pos { r + 1 } else { r }
+            }
+        };
+        self.position[worker] = next;
+        Some(self.cpus[next])
+    }
+}
+
+/// The thread body: rounds of one move per worker until `stop`.
+pub fn run(
+    mut plan: Plan,
+    workers: Vec<Arc<WorkerShared>>,
+    interval: Duration,
+    stop: Arc<AtomicBool>,
+) {
+    if plan.mode == MigrateMode::None {
+        return;
+    }
+    while !stop.load(Ordering::Relaxed) {
+        for (w, shared) in workers.iter().enumerate() {
+            if shared.stop.load(Ordering::Relaxed) {
+                continue;
+            }
+            let Some(cpu) = plan.next_cpu(w) else {
+                continue;
+            };
+            shared.moves_requested.fetch_add(1, Ordering::Relaxed);
+            match kernel::move_thread(shared.tid.load(Ordering::Relaxed), cpu) {
+                Ok(()) => {
+                    shared.moves.push([kernel::monotonic_ns()]);
+                }
+                Err(_) => {
+                    shared.moves_failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if !interval.is_zero() {
+            std::thread::sleep(interval);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_pong_bounces_each_worker_between_two_cpus() {
+        let mut plan = Plan::new(MigrateMode::PingPong, &[2, 5, 7], 3, 1);
+        assert_eq!((plan.first_cpu(0), plan.first_cpu(2)), (2, 7));
+        let w0: Vec<_> = (0..4).map(|_| plan.next_cpu(0).unwrap()).collect();
+        assert_eq!(w0, vec![5, 2, 5, 2]);
+        let w2: Vec<_> = (0..3).map(|_| plan.next_cpu(2).unwrap()).collect();
+        assert_eq!(w2, vec![2, 7, 2]);
+    }
+
+    #[test]
+    fn round_robin_walks_the_set() {
+        let mut plan = Plan::new(MigrateMode::RoundRobin, &[0, 1, 2], 2, 1);
+        let w1: Vec<_> = (0..4).map(|_| plan.next_cpu(1).unwrap()).collect();
+        assert_eq!(w1, vec![2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn random_never_stays_and_is_replayable() {
+        let mut a = Plan::new(MigrateMode::Random, &[0, 1, 2, 3], 1, 42);
+        let mut b = Plan::new(MigrateMode::Random, &[0, 1, 2, 3], 1, 42);
+        let mut cur = a.first_cpu(0);
+        for _ in 0..1000 {
+            let next = a.next_cpu(0).unwrap();
+            assert_ne!(next, cur);
+            assert_eq!(b.next_cpu(0), Some(next));
+            cur = next;
+        }
+    }
+
+    #[test]
+    fn none_never_moves() {
+        let mut plan = Plan::new(MigrateMode::None, &[0, 1], 2, 1);
+        assert_eq!(plan.next_cpu(1), None);
+        assert_eq!(plan.first_cpu(1), 1);
+    }
+}

@@ -1,0 +1,346 @@
+/*!
+Overflow signal delivery: the handlers and where they put what they see.
+
+Each worker registers a `Slot` (its event fd, its thread id and a preallocated
+ring). The kernel queues one realtime signal per overflow to the worker thread
+with `si_fd` set; `on_overflow` finds the slot by fd in a static table, reads
+the counter with read(2), takes the time and CPU, optionally re-arms (rr's
+reset mode) and pushes one record. It allocates nothing, takes no lock, saves
+errno, and only calls async-signal-safe syscalls.
+
+When the per-user signal queue (RLIMIT_SIGPENDING) is full the kernel falls
+back to plain SIGIO, whose default action kills the process. `on_sigio` keeps
+us alive and records the fallback in the receiving worker's ring, so the
+classifier can call that window `signal-queue-overflow`, not a lost interrupt.
+
+Signals we cannot attribute (unknown fd, wrong thread) are our own or the
+kernel's routing bugs: counted, never silently ignored.
+*/
+
+use std::os::fd::RawFd;
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+use crate::kernel;
+use crate::ring::Ring;
+
+/// The largest fd a worker's event may have (the table is indexed by fd).
+pub const MAX_FD: usize = 4096;
+/// The most workers one run may have.
+pub const MAX_WORKERS: usize = 1024;
+
+/// How one delivery reached the handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The realtime signal for an overflow, on the right thread.
+    Overflow,
+    /// The overflow signal arrived on a thread that does not own the event.
+    WrongThread,
+    /// read(2) of the counter failed (errno) or hit an error-state event.
+    ReadFailed(i32),
+    /// Plain SIGIO: the kernel could not queue the realtime signal.
+    SigIo,
+}
+
+/// What the handler saw for one delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalRecord {
+    /// Counter value read in the handler (0 for SIGIO and failed reads).
+    pub value: u64,
+    /// CLOCK_MONOTONIC ns when the handler ran.
+    pub time_ns: u64,
+    /// CPU the handler ran on (u32::MAX if unknown).
+    pub cpu: u32,
+    /// siginfo si_code: POLL_IN for a plain overflow, POLL_HUP for REFRESH.
+    pub si_code: i32,
+    pub delivery: Delivery,
+}
+
+impl SignalRecord {
+    fn pack(&self) -> [u64; 3] {
+        let (kind, extra) = match self.delivery {
+            Delivery::Overflow => (0u64, 0u64),
+            Delivery::WrongThread => (1, 0),
+            Delivery::ReadFailed(e) => (2, e as u32 as u64),
+            Delivery::SigIo => (3, 0),
+        };
+        [
+            self.value,
+            self.time_ns,
+            self.cpu as u64 | ((self.si_code as u16 as u64) << 32) | (kind << 48) | (extra << 56),
+        ]
+    }
+
+    fn unpack(w: [u64; 3]) -> SignalRecord {
+        let delivery = match (w[2] >> 48) & 0xff {
+            0 => Delivery::Overflow,
+            1 => Delivery::WrongThread,
+            2 => Delivery::ReadFailed((w[2] >> 56) as i32),
+            _ => Delivery::SigIo,
+        };
+        SignalRecord {
+            value: w[0],
+            time_ns: w[1],
+            cpu: w[2] as u32,
+            si_code: (w[2] >> 32) as u16 as i16 as i32,
+            delivery,
+        }
+    }
+}
+
+/// One worker's registration: what the handler needs, and its ring.
+pub struct Slot {
+    fd: RawFd,
+    tid: libc::pid_t,
+    /// pthread_self() of the owner: checked in the handler without a syscall
+    /// (every syscall there is kernel time a software clock cannot sample).
+    thread: libc::pthread_t,
+    /// Non-zero in reset mode: the handler re-arms with this period.
+    rearm_period: u64,
+    ring: Ring<3>,
+}
+
+impl Slot {
+    /// Called by the owning thread itself.
+    pub fn new(fd: RawFd, tid: libc::pid_t, rearm_period: u64, capacity: usize) -> Slot {
+        Slot {
+            fd,
+            tid,
+            thread: kernel::current_thread(),
+            rearm_period,
+            ring: Ring::with_capacity(capacity),
+        }
+    }
+
+    /// Consumer side: the next record the handler pushed.
+    pub fn pop(&self) -> Option<SignalRecord> {
+        self.ring.pop().map(SignalRecord::unpack)
+    }
+
+    /// Records lost because the controller did not drain fast enough.
+    pub fn ring_overflowed(&self) -> u64 {
+        self.ring.overflowed()
+    }
+
+    fn push(&self, record: SignalRecord) {
+        self.ring.push(record.pack());
+    }
+}
+
+static BY_FD: [AtomicPtr<Slot>; MAX_FD] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_FD];
+static BY_WORKER: [AtomicPtr<Slot>; MAX_WORKERS] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_WORKERS];
+/// Overflow signals whose si_fd is no registered event.
+static STRAY_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
+/// SIGIOs on a thread that is no registered worker.
+static STRAY_SIGIO: AtomicU64 = AtomicU64::new(0);
+
+/// Signals nobody could be charged with: (overflow signals with an unknown
+/// fd, SIGIOs on a non-worker thread).
+pub fn stray_counts() -> (u64, u64) {
+    (
+        STRAY_OVERFLOWS.load(Ordering::Relaxed),
+        STRAY_SIGIO.load(Ordering::Relaxed),
+    )
+}
+
+/// Keeps `slot` reachable from the handlers until the guard is dropped.
+pub struct Registration {
+    slot: Arc<Slot>,
+    worker: usize,
+}
+
+/// Registers `slot` for `worker`. Fails if the fd or the worker index does
+/// not fit the static tables, or either is taken.
+pub fn register(worker: usize, slot: Arc<Slot>) -> Result<Registration, String> {
+    let fd = usize::try_from(slot.fd).ok().filter(|&fd| fd < MAX_FD);
+    let Some(fd) = fd else {
+        return Err(format!(
+            "event fd {} is beyond the handler's table of {MAX_FD}",
+            slot.fd
+        ));
+    };
+    if worker >= MAX_WORKERS {
+        return Err(format!(
+            "worker {worker} is beyond the limit of {MAX_WORKERS} workers"
+        ));
+    }
+    let p = Arc::as_ptr(&slot) as *mut Slot;
+    if BY_FD[fd]
+        .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err(format!("fd {fd} is already registered"));
+    }
+    if BY_WORKER[worker]
+        .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        BY_FD[fd].store(ptr::null_mut(), Ordering::Release);
+        return Err(format!("worker {worker} is already registered"));
+    }
+    Ok(Registration { slot, worker })
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // The worker blocks its signals before dropping this, so no handler
+        // can be between the load and the use of these pointers.
+        BY_FD[self.slot.fd as usize].store(ptr::null_mut(), Ordering::Release);
+        BY_WORKER[self.worker].store(ptr::null_mut(), Ordering::Release);
+    }
+}
+
+/// Layout of siginfo_t for SIGPOLL-class signals on 64-bit Linux (si_band
+/// then si_fd after the three ints and padding): libc does not expose si_fd.
+#[repr(C)]
+struct SigPollInfo {
+    signo: libc::c_int,
+    errno: libc::c_int,
+    code: libc::c_int,
+    _pad: libc::c_int,
+    band: libc::c_long,
+    fd: libc::c_int,
+}
+
+/// Restores the interrupted code's errno when the handler returns.
+struct ErrnoGuard(libc::c_int);
+
+impl ErrnoGuard {
+    fn save() -> ErrnoGuard {
+        // SAFETY: the calling thread's errno cell is always valid.
+        ErrnoGuard(unsafe { *kernel::errno_location() })
+    }
+}
+
+impl Drop for ErrnoGuard {
+    fn drop(&mut self) {
+        // SAFETY: as in `save`.
+        unsafe { *kernel::errno_location() = self.0 };
+    }
+}
+
+/// The realtime overflow signal handler.
+pub extern "C" fn on_overflow(
+    _signo: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
+    let _errno = ErrnoGuard::save();
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo; for a
+    // signal sent by F_SETSIG it has the SIGPOLL layout.
+    let (fd, si_code) = unsafe {
+        let poll = &*(info as *const SigPollInfo);
+        (poll.fd, poll.code)
+    };
+    let time_ns = kernel::monotonic_ns();
+    let slot = usize::try_from(fd)
+        .ok()
+        .filter(|&fd| fd < MAX_FD)
+        .map(|fd| BY_FD[fd].load(Ordering::Acquire))
+        .filter(|p| !p.is_null());
+    let Some(slot) = slot else {
+        STRAY_OVERFLOWS.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    // SAFETY: a registered slot outlives its registration, and the owner
+    // blocks this signal before unregistering.
+    let slot = unsafe { &*slot };
+    let cpu = kernel::current_cpu();
+    let (value, delivery) = match kernel::read_count_fd(fd) {
+        Ok(Some(v)) if kernel::current_thread() == slot.thread => (v, Delivery::Overflow),
+        Ok(Some(v)) => (v, Delivery::WrongThread),
+        Ok(None) => (0, Delivery::ReadFailed(0)),
+        Err(e) => (0, Delivery::ReadFailed(e.raw_os_error().unwrap_or(0))),
+    };
+    if slot.rearm_period != 0 && delivery == Delivery::Overflow {
+        // A failed re-arm shows up as a missing next overflow and the
+        // watchdog; there is nothing safer to do inside a handler.
+        let _ = kernel::rearm_fd(fd, slot.rearm_period);
+    }
+    slot.push(SignalRecord {
+        value,
+        time_ns,
+        cpu,
+        si_code,
+        delivery,
+    });
+}
+
+/// The plain-SIGIO fallback handler.
+pub extern "C" fn on_sigio(
+    _signo: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
+    let _errno = ErrnoGuard::save();
+    let time_ns = kernel::monotonic_ns();
+    let tid = kernel::gettid();
+    for entry in &BY_WORKER {
+        let p = entry.load(Ordering::Acquire);
+        // SAFETY: as in `on_overflow`.
+        if let Some(slot) = unsafe { p.as_ref() }
+            && slot.tid == tid
+        {
+            slot.push(SignalRecord {
+                value: 0,
+                time_ns,
+                cpu: kernel::current_cpu(),
+                si_code: 0,
+                delivery: Delivery::SigIo,
+            });
+            return;
+        }
+    }
+    STRAY_SIGIO.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The realtime signal the workers use: SIGRTMIN()+1, taken at run time
+/// because glibc reserves the first few for itself.
+pub fn overflow_signal() -> libc::c_int {
+    libc::SIGRTMIN() + 1
+}
+
+/// Installs both handlers process-wide (each blocks the other while running).
+pub fn install() -> std::io::Result<()> {
+    let rt = overflow_signal();
+    kernel::install_handler(rt, on_overflow, &[rt, libc::SIGIO])?;
+    kernel::install_handler(libc::SIGIO, on_sigio, &[rt, libc::SIGIO])
+}
+
+/// The signals a worker unblocks and everyone else keeps blocked.
+pub fn worker_signals() -> [libc::c_int; 2] {
+    [overflow_signal(), libc::SIGIO]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_packing_round_trips_every_delivery() {
+        for delivery in [
+            Delivery::Overflow,
+            Delivery::WrongThread,
+            Delivery::ReadFailed(9),
+            Delivery::SigIo,
+        ] {
+            for si_code in [1, 6, -1, 0] {
+                let r = SignalRecord {
+                    value: u64::MAX - 3,
+                    time_ns: 123_456_789_012,
+                    cpu: 7,
+                    si_code,
+                    delivery,
+                };
+                assert_eq!(SignalRecord::unpack(r.pack()), r);
+            }
+        }
+    }
+
+    #[test]
+    fn siginfo_layout_puts_fd_at_24() {
+        assert_eq!(std::mem::offset_of!(SigPollInfo, fd), 24);
+    }
+}

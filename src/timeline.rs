@@ -1,0 +1,498 @@
+/*!
+One worker's timeline: raw observations in, judged windows and totals out.
+
+The controller feeds three streams per worker, all on CLOCK_MONOTONIC: the
+signals the handler recorded, the kernel's sample-ring records, and the
+migrator's moves. For each signal, the window since the previous signal gets
+its delta and its witness (kernel records up to the signal's time), and the
+classifier judges it. Kernel records for an overflow are written before its
+signal is sent, so the controller drains signals first and kernel records
+second, and every record a window needs is here when the window closes.
+
+Pure and allocation-bounded (moves and records are consumed as windows close),
+so it is unit-tested with synthetic streams, `--inject-drop-every` included.
+*/
+
+use std::collections::VecDeque;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::classify::{self, AnomalyKind, Witness};
+use crate::sample::KernelRecord;
+use crate::signal::{Delivery, SignalRecord};
+
+/// How the counter is re-armed between overflows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// One fixed sample_period; deltas are differences of read() values.
+    Free,
+    /// rr-style: RESET + PERIOD after every signal; the read value is the delta.
+    Reset,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TimelineConfig {
+    pub worker: usize,
+    pub period: u64,
+    pub skid: u64,
+    pub mode: Mode,
+    pub software: bool,
+    /// Discard every Nth overflow signal and its sample record (0: never).
+    pub inject_drop_every: u64,
+}
+
+/// One anomalous window, with everything a maintainer asks about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Anomaly {
+    pub worker: usize,
+    /// Sequence number of the signal that closed the window (1-based).
+    pub signal_seq: u64,
+    pub time_ns: u64,
+    pub delta: u64,
+    pub period: u64,
+    pub skid: u64,
+    pub kind: AnomalyKind,
+    /// Overflows in the window that got no signal of their own.
+    pub missed: u64,
+    /// Of those, interrupts with no kernel sample record.
+    pub dropped: u64,
+    pub cpu_before: Option<u32>,
+    pub cpu_after: u32,
+    /// Time since the migrator last moved this worker, if it ever did.
+    pub since_migration_ns: Option<u64>,
+    pub kernel_samples: u64,
+    /// Overflows we discarded on purpose in this window.
+    pub injected: u64,
+}
+
+/// Per-worker counts; every overflow ends up in exactly one bucket.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerTotals {
+    pub worker: usize,
+    /// Overflow signals received (injected ones excluded).
+    pub signals: u64,
+    /// Plain-SIGIO fallbacks received.
+    pub sigio: u64,
+    /// Overflow signals that landed on another thread (our bug if non-zero).
+    pub wrong_thread: u64,
+    pub read_failures: u64,
+    /// PERF_RECORD_SAMPLEs seen (injected ones excluded).
+    pub kernel_samples: u64,
+    pub throttle_records: u64,
+    pub unthrottle_records: u64,
+    /// Records the kernel reported lost from the sample ring.
+    pub lost_records: u64,
+    /// Windows judged ok.
+    pub ok: u64,
+    /// Windows per anomaly kind, in `AnomalyKind::ALL` order.
+    pub anomalies: Vec<(AnomalyKind, u64)>,
+    /// Overflows missed (k - 1 summed) per anomaly kind.
+    pub missed_overflows: Vec<(AnomalyKind, u64)>,
+    /// Interrupts that never happened (the bug), injected ones included.
+    pub dropped_interrupts: u64,
+    /// Injected drops revealed by a later signal (one injected after the
+    /// last signal has no window to show in and is not counted).
+    pub injected: u64,
+    /// Overflows the windows account for.
+    pub accounted_overflows: u64,
+    /// Sample records after the last signal (in flight at stop).
+    pub tail_samples: u64,
+    /// Signals whose CPU differed from the previous signal's.
+    pub cpu_changes: u64,
+    pub min_delta: Option<u64>,
+    pub max_delta: Option<u64>,
+}
+
+#[derive(Default)]
+struct Window {
+    delta: u64,
+    witness: Witness,
+}
+
+pub struct Timeline {
+    cfg: TimelineConfig,
+    kernel: VecDeque<KernelRecord>,
+    moves: VecDeque<u64>,
+    last_move: Option<u64>,
+    throttle_active: bool,
+    prev_value: u64,
+    prev_cpu: Option<u32>,
+    /// Signals seen, injected ones included (what the injection counts).
+    seq: u64,
+    /// Evidence carried across signals we discarded or could not read.
+    carry: Window,
+    /// SIGIOs since the previous signal.
+    sigio_pending: u64,
+    totals: WorkerTotals,
+    histogram: Histogram<u64>,
+}
+
+impl Timeline {
+    pub fn new(cfg: TimelineConfig) -> Timeline {
+        Timeline {
+            cfg,
+            kernel: VecDeque::new(),
+            moves: VecDeque::new(),
+            last_move: None,
+            throttle_active: false,
+            prev_value: 0,
+            prev_cpu: None,
+            seq: 0,
+            carry: Window::default(),
+            sigio_pending: 0,
+            totals: WorkerTotals {
+                worker: cfg.worker,
+                anomalies: AnomalyKind::ALL.iter().map(|&k| (k, 0)).collect(),
+                missed_overflows: AnomalyKind::ALL.iter().map(|&k| (k, 0)).collect(),
+                ..WorkerTotals::default()
+            },
+            histogram: Histogram::new(3).expect("3 significant figures is a valid precision"),
+        }
+    }
+
+    pub fn add_kernel(&mut self, rec: KernelRecord) {
+        self.kernel.push_back(rec);
+    }
+
+    pub fn add_move(&mut self, time_ns: u64) {
+        self.moves.push_back(time_ns);
+    }
+
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.histogram
+    }
+
+    pub fn totals(&self) -> &WorkerTotals {
+        &self.totals
+    }
+
+    /// Consumes kernel records up to `t` into `w`.
+    fn witness_until(&mut self, t: u64, w: &mut Witness) {
+        if self.throttle_active {
+            w.throttled = true;
+        }
+        while let Some(rec) = self.kernel.front().copied() {
+            if rec.time_ns() > t {
+                break;
+            }
+            self.kernel.pop_front();
+            match rec {
+                KernelRecord::Sample { .. } => {
+                    w.kernel_samples += 1;
+                    self.totals.kernel_samples += 1;
+                }
+                KernelRecord::Throttle { .. } => {
+                    w.throttled = true;
+                    self.throttle_active = true;
+                    self.totals.throttle_records += 1;
+                }
+                KernelRecord::Unthrottle { .. } => {
+                    w.throttled = true;
+                    self.throttle_active = false;
+                    self.totals.unthrottle_records += 1;
+                }
+                KernelRecord::Lost { lost, .. } => {
+                    w.records_lost = true;
+                    self.totals.lost_records += lost;
+                }
+            }
+        }
+        while let Some(&m) = self.moves.front() {
+            if m > t {
+                break;
+            }
+            self.last_move = Some(m);
+            self.moves.pop_front();
+        }
+    }
+
+    /// Feeds one handler record; returns the anomaly it closes, if any.
+    pub fn add_signal(&mut self, rec: SignalRecord) -> Option<Anomaly> {
+        match rec.delivery {
+            Delivery::SigIo => {
+                self.totals.sigio += 1;
+                self.sigio_pending += 1;
+                return None;
+            }
+            Delivery::ReadFailed(_) => {
+                // Without a value this window merges into the next, which we
+                // then refuse to judge as anything but our own failure.
+                self.totals.read_failures += 1;
+                let mut w = std::mem::take(&mut self.carry.witness);
+                self.witness_until(rec.time_ns, &mut w);
+                w.tool_error = true;
+                self.carry.witness = w;
+                return None;
+            }
+            Delivery::WrongThread => self.totals.wrong_thread += 1,
+            Delivery::Overflow => {}
+        }
+        self.seq += 1;
+        let delta = match self.cfg.mode {
+            Mode::Free => rec.value.wrapping_sub(self.prev_value),
+            Mode::Reset => rec.value,
+        };
+        self.prev_value = rec.value;
+        let mut window = std::mem::take(&mut self.carry);
+        window.delta += delta;
+        self.witness_until(rec.time_ns, &mut window.witness);
+        window.witness.sigio += std::mem::take(&mut self.sigio_pending);
+
+        if self.cfg.inject_drop_every > 0 && self.seq.is_multiple_of(self.cfg.inject_drop_every) {
+            // As if this overflow's interrupt never came: no signal and no
+            // sample record; its count flows into the next window.
+            if window.witness.kernel_samples > 0 {
+                window.witness.kernel_samples -= 1;
+                self.totals.kernel_samples -= 1;
+            }
+            window.witness.injected += 1;
+            self.carry = window;
+            return None;
+        }
+        self.totals.signals += 1;
+        self.close(window, rec)
+    }
+
+    fn close(&mut self, window: Window, rec: SignalRecord) -> Option<Anomaly> {
+        let Window { delta, witness } = window;
+        let c = self.cfg;
+        let class = classify::classify_delta(delta, c.period, c.skid);
+        let j = classify::judge(class, delta, c.period, &witness, c.software);
+        // Auto-resizing: this only fails beyond u64 range.
+        let _ = self.histogram.record(delta);
+        self.totals.min_delta = Some(self.totals.min_delta.map_or(delta, |m| m.min(delta)));
+        self.totals.max_delta = Some(self.totals.max_delta.map_or(delta, |m| m.max(delta)));
+        self.totals.accounted_overflows += j.overflows;
+        // Counted when revealed: an injection after the last signal is not.
+        self.totals.injected += witness.injected;
+        self.totals.dropped_interrupts += j.dropped;
+        let cpu_before = self.prev_cpu.replace(rec.cpu);
+        if cpu_before.is_some_and(|b| b != rec.cpu) {
+            self.totals.cpu_changes += 1;
+        }
+        let Some(kind) = j.kind else {
+            self.totals.ok += 1;
+            return None;
+        };
+        bump(&mut self.totals.anomalies, kind, 1);
+        bump(&mut self.totals.missed_overflows, kind, j.missed);
+        Some(Anomaly {
+            worker: c.worker,
+            signal_seq: self.seq,
+            time_ns: rec.time_ns,
+            delta,
+            period: c.period,
+            skid: c.skid,
+            kind,
+            missed: j.missed,
+            dropped: j.dropped,
+            cpu_before,
+            cpu_after: rec.cpu,
+            since_migration_ns: self.last_move.map(|m| rec.time_ns.saturating_sub(m)),
+            kernel_samples: witness.kernel_samples,
+            injected: witness.injected,
+        })
+    }
+
+    /// Ends the timeline: kernel records after the last signal are overflows
+    /// still in flight when the event was disabled.
+    pub fn finish(&mut self) -> &WorkerTotals {
+        let mut w = Witness::default();
+        self.witness_until(u64::MAX, &mut w);
+        self.totals.tail_samples = w.kernel_samples;
+        &self.totals
+    }
+}
+
+fn bump(counts: &mut [(AnomalyKind, u64)], kind: AnomalyKind, by: u64) {
+    if let Some((_, n)) = counts.iter_mut().find(|(k, _)| *k == kind) {
+        *n += by;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 1_000_000;
+
+    fn timeline(inject: u64, software: bool) -> Timeline {
+        Timeline::new(TimelineConfig {
+            worker: 0,
+            period: P,
+            skid: P / 4,
+            mode: Mode::Free,
+            software,
+            inject_drop_every: inject,
+        })
+    }
+
+    fn sig(value: u64, time_ns: u64, cpu: u32) -> SignalRecord {
+        SignalRecord {
+            value,
+            time_ns,
+            cpu,
+            si_code: 1,
+            delivery: Delivery::Overflow,
+        }
+    }
+
+    /// n overflows, each with its sample at t-1 and signal at t.
+    fn feed_clean(t: &mut Timeline, n: u64) -> Vec<Anomaly> {
+        let mut out = vec![];
+        for i in 1..=n {
+            t.add_kernel(KernelRecord::Sample {
+                time_ns: i * 10 - 1,
+                cpu: 0,
+            });
+        }
+        for i in 1..=n {
+            out.extend(t.add_signal(sig(i * P + 7, i * 10, (i % 2) as u32)));
+        }
+        out
+    }
+
+    #[test]
+    fn clean_stream_has_no_anomaly_and_closes_the_books() {
+        let mut t = timeline(0, false);
+        assert!(feed_clean(&mut t, 100).is_empty());
+        let totals = t.finish().clone();
+        assert_eq!(
+            (totals.signals, totals.kernel_samples, totals.ok),
+            (100, 100, 100)
+        );
+        assert_eq!(totals.accounted_overflows, 100);
+        assert_eq!(totals.cpu_changes, 99);
+        assert_eq!(totals.tail_samples, 0);
+    }
+
+    #[test]
+    fn injection_yields_exactly_the_injected_drops() {
+        let mut t = timeline(7, true);
+        let anomalies = feed_clean(&mut t, 100);
+        let totals = t.finish();
+        assert_eq!(totals.injected, 14);
+        assert_eq!(anomalies.len(), 14);
+        assert!(
+            anomalies
+                .iter()
+                .all(|a| a.kind == AnomalyKind::DroppedInterrupt
+                    && a.dropped == 1
+                    && a.injected == 1)
+        );
+        assert_eq!(totals.dropped_interrupts, 14);
+        assert_eq!(totals.signals + totals.injected, 100);
+        // Every overflow is still accounted for exactly once.
+        assert_eq!(totals.accounted_overflows, 100);
+        assert_eq!(anomalies[0].signal_seq, 8);
+        assert_eq!(anomalies[0].delta, 2 * P);
+    }
+
+    #[test]
+    fn missing_sample_is_a_drop_and_present_samples_are_coalescing() {
+        let mut t = timeline(0, false);
+        // Overflow 2's interrupt never happened: no sample, no signal.
+        t.add_kernel(KernelRecord::Sample { time_ns: 9, cpu: 0 });
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 29,
+            cpu: 1,
+        });
+        // Overflows 4 and 5 both interrupted but one signal came.
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 38,
+            cpu: 1,
+        });
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 39,
+            cpu: 1,
+        });
+        t.add_move(20);
+        assert_eq!(t.add_signal(sig(P, 10, 0)), None);
+        let drop = t.add_signal(sig(3 * P, 30, 1)).unwrap();
+        assert_eq!(
+            (drop.kind, drop.dropped, drop.missed),
+            (AnomalyKind::DroppedInterrupt, 1, 1)
+        );
+        assert_eq!(
+            (drop.cpu_before, drop.cpu_after, drop.since_migration_ns),
+            (Some(0), 1, Some(10))
+        );
+        let merged = t.add_signal(sig(5 * P, 40, 1)).unwrap();
+        assert_eq!(
+            (merged.kind, merged.dropped),
+            (AnomalyKind::CoalescedSignal, 0)
+        );
+        let totals = t.finish();
+        assert_eq!(totals.accounted_overflows, 5);
+        assert_eq!(totals.kernel_samples, 4);
+    }
+
+    #[test]
+    fn sigio_and_throttle_windows_are_explained() {
+        let mut t = timeline(0, false);
+        t.add_kernel(KernelRecord::Sample { time_ns: 9, cpu: 0 });
+        t.add_signal(sig(P, 10, 0));
+        t.add_signal(SignalRecord {
+            delivery: Delivery::SigIo,
+            ..sig(0, 15, 0)
+        });
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 19,
+            cpu: 0,
+        });
+        let a = t.add_signal(sig(3 * P, 20, 0)).unwrap();
+        assert_eq!(a.kind, AnomalyKind::SignalQueueOverflow);
+        t.add_kernel(KernelRecord::Throttle { time_ns: 25 });
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 29,
+            cpu: 0,
+        });
+        let a = t.add_signal(sig(5 * P, 30, 0)).unwrap();
+        assert_eq!(a.kind, AnomalyKind::Throttled);
+        // Still throttled at the start of the next window.
+        let a = t.add_signal(sig(7 * P, 40, 0)).unwrap();
+        assert_eq!(a.kind, AnomalyKind::Throttled);
+        t.add_kernel(KernelRecord::Unthrottle { time_ns: 45 });
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 49,
+            cpu: 0,
+        });
+        assert_eq!(t.add_signal(sig(8 * P, 50, 0)), None);
+        let totals = t.finish();
+        assert_eq!(
+            (
+                totals.sigio,
+                totals.throttle_records,
+                totals.dropped_interrupts
+            ),
+            (1, 1, 0)
+        );
+    }
+
+    #[test]
+    fn kernel_records_after_the_last_signal_are_in_flight() {
+        let mut t = timeline(0, false);
+        feed_clean(&mut t, 3);
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 100,
+            cpu: 0,
+        });
+        assert_eq!(t.finish().tail_samples, 1);
+    }
+
+    #[test]
+    fn reset_mode_takes_the_value_as_the_delta() {
+        let mut t = Timeline::new(TimelineConfig {
+            mode: Mode::Reset,
+            ..timeline(0, false).cfg
+        });
+        t.add_kernel(KernelRecord::Sample { time_ns: 1, cpu: 0 });
+        assert_eq!(t.add_signal(sig(P + 3, 2, 0)), None);
+        t.add_kernel(KernelRecord::Sample { time_ns: 3, cpu: 0 });
+        let a = t.add_signal(sig(2 * P, 4, 0)).unwrap();
+        assert_eq!(a.delta, 2 * P);
+        assert_eq!(a.kind, AnomalyKind::DroppedInterrupt);
+    }
+}

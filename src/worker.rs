@@ -1,0 +1,215 @@
+/*!
+A worker: one thread that counts an event on itself and spins.
+
+It opens the event (pid 0, cpu -1, pinned), routes its overflows to itself as a
+realtime signal, registers the handler's slot, hands the slot and the kernel's
+sample ring to the controller, and then does nothing but a branchy loop with a
+heartbeat until told to stop. Everything it observes is recorded by the signal
+handler; judging is the controller's job.
+*/
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use crate::kernel::{self, EventAttr, PerfEvent, SampleRing};
+use crate::ring::Ring;
+use crate::signal::{self, Slot};
+
+/// Data pages of each event's sample ring (64 KiB with 4 KiB pages: about
+/// 2000 samples, drained every few ms).
+pub const SAMPLE_RING_PAGES: usize = 16;
+/// Handler records buffered per worker between controller drains.
+pub const SIGNAL_RING_RECORDS: usize = 16_384;
+
+/// State shared between a worker, the migrator and the controller.
+pub struct WorkerShared {
+    pub index: usize,
+    pub tid: AtomicI32,
+    /// The event fd, so the watchdog can disable a stuck worker's event.
+    pub event_fd: AtomicI32,
+    /// Loop iterations: proof the thread still runs user code.
+    pub heartbeat: AtomicU64,
+    pub stop: AtomicBool,
+    /// Times (CLOCK_MONOTONIC ns) of the migrator's successful moves.
+    pub moves: Ring<1>,
+    pub moves_requested: AtomicU64,
+    pub moves_failed: AtomicU64,
+}
+
+impl WorkerShared {
+    pub fn new(index: usize) -> WorkerShared {
+        WorkerShared {
+            index,
+            tid: AtomicI32::new(0),
+            event_fd: AtomicI32::new(-1),
+            heartbeat: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            moves: Ring::with_capacity(65_536),
+            moves_requested: AtomicU64::new(0),
+            moves_failed: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What a worker hands the controller once its event is set up.
+pub struct Ready {
+    pub index: usize,
+    pub slot: Arc<Slot>,
+    pub ring: SampleRing,
+}
+
+/// How a worker ended.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// The counter after DISABLE (None if it could not be read).
+    pub final_count: Option<u64>,
+    /// se.nr_migrations of the thread at start and end (CONFIG_SCHED_DEBUG).
+    pub kernel_migrations: Option<u64>,
+}
+
+pub struct WorkerSpec {
+    pub attr: EventAttr,
+    pub first_cpu: usize,
+    pub rearm_period: u64,
+}
+
+/// The thread body. Setup errors go to the controller through `ready`.
+pub fn run(
+    shared: Arc<WorkerShared>,
+    spec: WorkerSpec,
+    ready: mpsc::Sender<Result<Ready, String>>,
+    go: Arc<std::sync::Barrier>,
+) -> Finished {
+    let tid = kernel::gettid();
+    shared.tid.store(tid, Ordering::Release);
+    let setup = || -> Result<(PerfEvent, Arc<Slot>, SampleRing), String> {
+        kernel::move_thread(tid, spec.first_cpu)
+            .map_err(|e| format!("cannot move worker to CPU {}: {e}", spec.first_cpu))?;
+        let event = PerfEvent::open_on_self(&spec.attr).map_err(|e| open_error(&e, &spec.attr))?;
+        event
+            .route_overflows_to(tid, signal::overflow_signal())
+            .map_err(|e| format!("cannot route overflow signals (fcntl): {e}"))?;
+        let ring = SampleRing::map(&event, SAMPLE_RING_PAGES).map_err(|e| {
+            format!(
+                "cannot mmap the sample ring ({e}); perf_event_mlock_kb or RLIMIT_MEMLOCK may be too low for this many workers"
+            )
+        })?;
+        let slot = Arc::new(Slot::new(
+            event.raw_fd(),
+            tid,
+            spec.rearm_period,
+            SIGNAL_RING_RECORDS,
+        ));
+        Ok((event, slot, ring))
+    };
+    let (event, slot, ring) = match setup() {
+        Ok(parts) => parts,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            go.wait();
+            return Finished::default();
+        }
+    };
+    let registration = match signal::register(shared.index, Arc::clone(&slot)) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            go.wait();
+            return Finished::default();
+        }
+    };
+    shared.event_fd.store(event.raw_fd(), Ordering::Release);
+    let _ = ready.send(Ok(Ready {
+        index: shared.index,
+        slot,
+        ring,
+    }));
+    go.wait();
+    if shared.stop.load(Ordering::Acquire) {
+        return Finished::default();
+    }
+
+    let migrations_before = kernel_migrations(tid);
+    let started = kernel::set_signal_mask(&signal::worker_signals(), false)
+        .and_then(|()| event.reset())
+        .and_then(|()| event.enable());
+    if started.is_ok() {
+        spin(&shared);
+    }
+    // Pending overflow signals are delivered on the way out of this syscall,
+    // before the final read.
+    let _ = event.disable();
+    let final_count = event.read_count().ok().flatten();
+    let _ = kernel::set_signal_mask(&signal::worker_signals(), true);
+    drop(registration);
+    shared.event_fd.store(-1, Ordering::Release);
+    let migrations_after = kernel_migrations(tid);
+    Finished {
+        final_count,
+        kernel_migrations: migrations_before
+            .zip(migrations_after)
+            .map(|(a, b)| b.saturating_sub(a)),
+    }
+}
+
+/// The workload: conditional branches, nothing else, until told to stop.
+fn spin(shared: &WorkerShared) {
+    let mut acc = 0u64;
+    while !shared.stop.load(Ordering::Relaxed) {
+        for i in 0..1024u64 {
+            if black_box(i) & 3 == 0 {
+                acc = acc.wrapping_add(i);
+            }
+        }
+        shared.heartbeat.fetch_add(1, Ordering::Relaxed);
+    }
+    black_box(acc);
+}
+
+fn open_error(e: &std::io::Error, attr: &EventAttr) -> String {
+    let hint = match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => {
+            "the PMU does not support this event (no hardware PMU in a VM? try --event task-clock)"
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) if !attr.exclude_kernel => {
+            "counting kernel mode needs perf_event_paranoid <= 1 (sysctl kernel.perf_event_paranoid=1) or CAP_PERFMON; drop --include-kernel"
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "perf_event_paranoid forbids it (needs <= 2 for user-only counting) or a seccomp/LSM policy blocks perf_event_open"
+        }
+        Some(libc::EINVAL) => "the kernel rejected the event attributes",
+        _ => "",
+    };
+    format!(
+        "perf_event_open(type {}, config {:#x}) failed: {e}; {hint}",
+        attr.type_, attr.config
+    )
+}
+
+/// se.nr_migrations from /proc/self/task/TID/sched (needs CONFIG_SCHED_DEBUG).
+fn kernel_migrations(tid: libc::pid_t) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched")).ok()?;
+    parse_nr_migrations(&text)
+}
+
+pub fn parse_nr_migrations(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == "se.nr_migrations").then(|| v.trim().parse().ok())?
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nr_migrations_from_sched_text() {
+        let text = "spin (1234, #threads: 3)\n---\nse.exec_start    :   123.4\nse.nr_migrations                             :                   29\nnr_switches : 5\n";
+        assert_eq!(parse_nr_migrations(text), Some(29));
+        assert_eq!(parse_nr_migrations("se.nr_migrations : x"), None);
+        assert_eq!(parse_nr_migrations(""), None);
+    }
+}

@@ -1,0 +1,129 @@
+//! The whole pipeline on a software clock: signals, rings, migrator,
+//! classifier, results. Software clocks cannot lose a PMU interrupt, so a
+//! clean run must be clean, and injected drops must come back exactly.
+
+use crate::util::{has_core_pmu, read_json, run, u64_at};
+
+/// Kinds a software clock may show on its own (shared/software-events.md):
+/// the hrtimer skips or slips periods on a loaded 2-CPU VM. None of them
+/// can be a dropped interrupt or our own failure.
+const SOFTWARE_ONLY_KINDS: &[&str] = &["software-timer-skip", "late", "early"];
+
+fn run_task_clock(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let mut argv = vec![
+        "run",
+        "--event",
+        "task-clock",
+        "--period",
+        "1000000",
+        "--workers",
+        "2",
+        "--migrate",
+        "ping-pong",
+        "--migrate-interval",
+        "1ms",
+        "--duration",
+        "3s",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    argv.extend_from_slice(extra);
+    let out = run(&argv);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code(), stdout, read_json(&out_dir))
+}
+
+#[test]
+fn task_clock_with_migration_is_clean_and_every_overflow_is_accounted_for() {
+    let (code, stdout, r) = run_task_clock(&[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(r["verdict"], "clean");
+    assert_eq!(r["injected"], false);
+    assert_eq!(
+        r["inconclusive_because"].as_array().unwrap().len(),
+        0,
+        "{stdout}"
+    );
+    assert_eq!(r["stray_signals"], serde_json::json!([0, 0]));
+    let workers = r["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2);
+    for w in workers {
+        let signals = u64_at(w, "/signals");
+        // About 1000 signals/s of task time; each worker gets at least a
+        // third of a CPU here.
+        assert!(signals > 500, "{w:#}");
+        // Every overflow the kernel handled produced exactly one signal.
+        assert_eq!(signals, u64_at(w, "/kernel_samples"), "{w:#}");
+        assert_eq!(u64_at(w, "/dropped_interrupts"), 0);
+        assert_eq!(u64_at(w, "/wrong_thread_signals"), 0);
+        assert_eq!(u64_at(w, "/signal_ring_overflows"), 0);
+        assert_eq!(u64_at(w, "/sigio"), 0);
+        assert!(u64_at(w, "/migrations_requested") > 0);
+        assert!(
+            u64_at(w, "/cpu_changes") > 0,
+            "migrations observed between signals: {w:#}"
+        );
+        // Windows and anomalies partition the signals.
+        let anomalies: u64 = w["anomalies"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(u64_at(w, "/ok_windows") + anomalies, signals);
+        for kind in w["anomalies"].as_object().unwrap().keys() {
+            assert!(
+                SOFTWARE_ONLY_KINDS.contains(&kind.as_str()),
+                "{kind} on a clean software run: {stdout}"
+            );
+        }
+    }
+    assert!(stdout.contains("does not test the PMU"));
+    assert!(stdout.contains("verdict: clean"));
+}
+
+#[test]
+fn injected_drops_are_reported_exactly_and_exit_1() {
+    let (code, stdout, r) = run_task_clock(&["--inject-drop-every", "50"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(r["verdict"], "dropped");
+    assert_eq!(r["injected"], true);
+    let injected = u64_at(&r, "/totals/injected");
+    // 2 workers x 3 s x ~1000/s of task time, one in 50.
+    assert!(injected >= 20, "{stdout}");
+    assert_eq!(
+        u64_at(&r, "/totals/dropped_interrupts"),
+        injected,
+        "{stdout}"
+    );
+    for w in r["workers"].as_array().unwrap() {
+        assert_eq!(u64_at(w, "/dropped_interrupts"), u64_at(w, "/injected"));
+        assert_eq!(u64_at(w, "/signals"), u64_at(w, "/kernel_samples"));
+    }
+    // Each recorded dropped-interrupt anomaly carries its injection.
+    let recorded: u64 = r["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "dropped-interrupt")
+        .map(|a| u64_at(a, "/dropped"))
+        .sum();
+    assert_eq!(recorded, injected);
+    assert!(stdout.contains("injected self-test"));
+    assert!(stdout.contains("SELF-TEST"));
+}
+
+#[test]
+fn branches_without_a_pmu_cannot_test_and_suggest_task_clock() {
+    if has_core_pmu() {
+        eprintln!("skipped: this machine has a core PMU");
+        return;
+    }
+    let out = run(&["run", "--duration", "1s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("--event task-clock"), "{stderr}");
+    assert!(stderr.contains("/sys/bus/event_source/devices"), "{stderr}");
+}
