@@ -292,6 +292,128 @@ pub fn core_model(id: &CpuId) -> CoreModel {
     }
 }
 
+/// One group of CPUs that report the same identity: a cluster in
+/// big.LITTLE terms. The fingerprint lists CPUs this way because a run's
+/// event and skid depend on which cluster its CPUs are in, and 64 identical
+/// lines would hide the one that differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cluster {
+    pub id: CpuId,
+    pub cpus: Vec<u32>,
+}
+
+/// Groups CPUs by identity, in the order each identity first appears.
+pub fn clusters(cpus: &[(u32, CpuId)]) -> Vec<Cluster> {
+    let mut out: Vec<Cluster> = Vec::new();
+    for (n, id) in cpus {
+        match out.iter_mut().find(|c| c.id == *id) {
+            Some(c) => c.cpus.push(*n),
+            None => out.push(Cluster {
+                id: id.clone(),
+                cpus: vec![*n],
+            }),
+        }
+    }
+    out
+}
+
+/// Parses the kernel's CPU list format ("0-3,8,10-11"), as in
+/// /sys/devices/system/cpu/online, `cpus` of a PMU and Cpus_allowed_list.
+/// Returns None on anything malformed rather than a partial list, so a
+/// caller never acts on half of a mask.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let text = text.trim();
+    let mut cpus = Vec::new();
+    if text.is_empty() {
+        return Some(cpus);
+    }
+    for part in text.split(',') {
+        let (lo, hi): (u32, u32) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.trim().parse().ok()?, hi.trim().parse().ok()?),
+            None => {
+                let n = part.trim().parse().ok()?;
+                (n, n)
+            }
+        };
+        // A list wider than any real machine is junk, not a reason to
+        // allocate gigabytes.
+        if lo > hi || hi - lo > 1 << 16 {
+            return None;
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
+}
+
+/// Formats CPU numbers the way the kernel does ("0-3,8").
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+impl std::fmt::Display for CpuId {
+    /// "Arm Neoverse-N1 r3p1 (MIDR 0x413fd0c1)" or "Intel family 6 model
+    /// 0x6a: Intel(R) Xeon(R) ...": what a reader needs to look the core up.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuId::Arm { midr } => {
+                let m = Midr::decode(*midr);
+                let implementer = match m.implementer_name() {
+                    Some(name) => name.to_string(),
+                    None => format!("implementer {:#04x}", m.implementer),
+                };
+                let part = match m.part_name() {
+                    Some(name) => name.to_string(),
+                    None => format!("part {:#05x}", m.part),
+                };
+                write!(
+                    f,
+                    "{implementer} {part} r{}p{} (MIDR {midr:#010x})",
+                    m.variant, m.revision
+                )
+            }
+            CpuId::X86 {
+                vendor,
+                family,
+                model,
+                model_name,
+            } => {
+                let vendor = match vendor {
+                    X86Vendor::Intel => "Intel",
+                    X86Vendor::Amd => "AMD",
+                    X86Vendor::Other(v) => v.as_str(),
+                };
+                write!(f, "{vendor} family {family:#x} model {model:#x}")?;
+                if !model_name.is_empty() {
+                    write!(f, ": {model_name}")?;
+                }
+                Ok(())
+            }
+            CpuId::Unknown => f.write_str("unknown CPU"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +517,44 @@ mod tests {
         assert_eq!(
             CpuId::from_cpuinfo_block("vendor_id: GenuineIntel\ncpu family: 6"),
             CpuId::Unknown
+        );
+    }
+
+    #[test]
+    fn cpu_lists_round_trip_and_reject_junk() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(format_cpu_list(&[11, 0, 1, 2, 3, 8, 10]), "0-3,8,10-11");
+        assert_eq!(format_cpu_list(&[]), "");
+        for junk in ["3-1", "a", "0-", "-", "1,,2", "0-4294967295"] {
+            assert_eq!(parse_cpu_list(junk), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn clusters_group_big_little_in_order() {
+        let a55 = CpuId::Arm { midr: 0x412fd050 };
+        let a76 = CpuId::Arm { midr: 0x414fd0b0 };
+        let cpus: Vec<_> = (0..8)
+            .map(|n| (n, if n < 4 { a55.clone() } else { a76.clone() }))
+            .collect();
+        let c = clusters(&cpus);
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].id.clone(), c[0].cpus.clone()),
+            (a55, vec![0, 1, 2, 3])
+        );
+        assert_eq!(c[1].cpus, vec![4, 5, 6, 7]);
+        assert_eq!(
+            CpuId::Arm { midr: 0x413fd0c1 }.to_string(),
+            "Arm Neoverse-N1 r3p1 (MIDR 0x413fd0c1)"
+        );
+        assert_eq!(
+            CpuId::Arm { midr: 0x000f0510 }.to_string(),
+            "implementer 0x00 part 0x051 r0p0 (MIDR 0x000f0510)"
         );
     }
 }
