@@ -16,4 +16,5 @@ directory (`/` live), so the same code runs on fixture trees in
 
 mod kernel;
 mod kmsg;
+mod pseudo_nmi;
 mod read;
