@@ -16,5 +16,411 @@ directory (`/` live), so the same code runs on fixture trees in
 
 mod kernel;
 mod kmsg;
+mod knobs;
+mod machine;
+mod pmu;
 mod pseudo_nmi;
 mod read;
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+
+// The API `env` and `run` code against; unused until they exist.
+#[allow(unused_imports)]
+pub use kernel::{Cmdline, Kernel, KernelConfig};
+#[allow(unused_imports)]
+pub use kmsg::KernelLog;
+#[allow(unused_imports)]
+pub use knobs::{Knobs, Limit, SigQ};
+#[allow(unused_imports)]
+pub use machine::{ClusterInfo, Cpus, Dmi, Platform, Virtualization};
+#[allow(unused_imports)]
+pub use pmu::{Pmu, Pmus};
+#[allow(unused_imports)]
+pub use pseudo_nmi::{PseudoNmi, PseudoNmiVerdict};
+#[allow(unused_imports)]
+pub use read::Sourced;
+
+use crate::cpu::{BranchEvent, CpuId, format_cpu_list};
+use read::Root;
+
+/// Bumped whenever a field changes meaning or disappears, so results written
+/// by different versions can be compared knowingly.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fingerprint {
+    pub schema_version: u32,
+    pub tool: Tool,
+    /// The directory read ("/" for the live machine).
+    pub root: String,
+    pub pseudo_nmi: PseudoNmi,
+    pub kernel: Kernel,
+    pub cpus: Cpus,
+    pub machine: Machine,
+    pub pmus: Pmus,
+    pub knobs: Knobs,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+    /// `git rev-parse HEAD` at build time ("-dirty" with uncommitted
+    /// changes), or "unknown" outside git.
+    pub commit: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub dmi: Dmi,
+    pub virtualization: Virtualization,
+}
+
+impl Fingerprint {
+    /// Reads everything under `root` ("/" live). Never fails: missing
+    /// sources are recorded as such.
+    pub fn collect(root: &Path) -> Fingerprint {
+        let root = Root::new(root);
+        let kernel = Kernel::read(&root);
+        let cpuinfo = root.read("proc/cpuinfo");
+        let cpus = Cpus::read(&root, &cpuinfo);
+        let dmi = Dmi::read(&root);
+        let virtualization = Virtualization::detect(&root, &cpuinfo, &dmi, &kernel.log);
+        let pmus = Pmus::read(&root, &kernel.log);
+        let knobs = Knobs::read(&root, &kernel.cmdline);
+        let pseudo_nmi =
+            pseudo_nmi::verdict(&kernel.arch, &kernel.cmdline, &kernel.config, &kernel.log);
+        Fingerprint {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool {
+                name: env!("CARGO_PKG_NAME"),
+                version: env!("CARGO_PKG_VERSION"),
+                commit: env!("PMUSTRESS_GIT_COMMIT"),
+            },
+            root: root.dir().display().to_string(),
+            pseudo_nmi,
+            kernel,
+            cpus,
+            machine: Machine {
+                dmi,
+                virtualization,
+            },
+            pmus,
+            knobs,
+        }
+    }
+
+    pub fn pseudo_nmi(&self) -> &PseudoNmi {
+        &self.pseudo_nmi
+    }
+
+    /// CPU identities of every CPU, by cpu number (sysfs midr_el1 first,
+    /// then /proc/cpuinfo).
+    pub fn cpus(&self) -> &[(u32, CpuId)] {
+        &self.cpus.list
+    }
+
+    /// The PMUs under sys/bus/event_source/devices, core PMUs first.
+    pub fn pmus(&self) -> &[Pmu] {
+        &self.pmus.devices
+    }
+
+    /// Whether a core PMU exists; without one only software events count.
+    pub fn has_hardware_pmu(&self) -> bool {
+        self.pmus.has_hardware_pmu
+    }
+
+    /// The line `run` prints before measuring:
+    /// "pseudo-NMI: disabled (evidence: ...; ...)".
+    pub fn verdict_line(&self) -> String {
+        format!(
+            "pseudo-NMI: {} (evidence: {})",
+            self.pseudo_nmi.verdict,
+            self.pseudo_nmi.evidence.join("; ")
+        )
+    }
+}
+
+/// `  label                 value  [source]`, or `-  (why not)`.
+fn row<T: fmt::Display>(f: &mut fmt::Formatter<'_>, label: &str, item: &Sourced<T>) -> fmt::Result {
+    match &item.value {
+        Some(v) => writeln!(f, "  {label:<27} {v}  [{}]", item.source),
+        None => writeln!(f, "  {label:<27} -  ({})", item.source),
+    }
+}
+
+fn cpu_row(f: &mut fmt::Formatter<'_>, label: &str, item: &Sourced<Vec<u32>>) -> fmt::Result {
+    row(f, label, &item.clone().map(|v| format_cpu_list(&v)))
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "pseudo-NMI: {}", self.pseudo_nmi.verdict)?;
+        for e in &self.pseudo_nmi.evidence {
+            writeln!(f, "  {e}")?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "tool: {} {} (commit {}); root {}",
+            self.tool.name, self.tool.version, self.tool.commit, self.root
+        )?;
+
+        let k = &self.kernel;
+        writeln!(f, "\nkernel")?;
+        row(f, "release", &k.release)?;
+        row(f, "version", &k.version)?;
+        row(f, "arch", &k.arch)?;
+        row(f, "cmdline", &k.cmdline.clone().map(|c| c.raw))?;
+        match &k.config.value {
+            Some(c) => {
+                writeln!(
+                    f,
+                    "  {:<27} {} watched options  [{}]",
+                    "config",
+                    c.options.len(),
+                    k.config.source
+                )?;
+                for line in c.options.values() {
+                    writeln!(f, "  {:<27}   {line}", "")?;
+                }
+            }
+            None => writeln!(f, "  {:<27} -  ({})", "config", k.config.source)?,
+        }
+        if k.log.is_readable() {
+            writeln!(
+                f,
+                "  {:<27} {} records{}{}  [{}]",
+                "log",
+                k.log.records,
+                if k.log.covers_boot {
+                    ", from boot"
+                } else {
+                    ", boot messages gone"
+                },
+                if k.log.skipped > 0 {
+                    format!(", {} unparsable", k.log.skipped)
+                } else {
+                    String::new()
+                },
+                k.log.name()
+            )?;
+            for why in &k.log.unreadable {
+                writeln!(f, "  {:<27}   (first tried: {why})", "")?;
+            }
+        } else {
+            writeln!(f, "  {:<27} -  ({})", "log", k.log.unreadable.join("; "))?;
+        }
+
+        writeln!(f, "\ncpus ({})", self.cpus.sources.join(", "))?;
+        for c in &self.cpus.clusters {
+            writeln!(f, "  {:<27} {}", c.cpus, c.id)?;
+            let event = match c.model.branch_event {
+                BranchEvent::Raw(code) => format!("raw {code:#x}"),
+                BranchEvent::Generic => "generic PERF_COUNT_HW_BRANCH_INSTRUCTIONS".to_string(),
+            };
+            writeln!(
+                f,
+                "  {:<27} core {}: branches {event}, skid {}{}",
+                "",
+                c.model.name,
+                c.model.skid,
+                if c.model.skid_unbounded {
+                    " (unbounded)"
+                } else {
+                    ""
+                }
+            )?;
+        }
+
+        let m = &self.machine;
+        writeln!(f, "\nmachine")?;
+        row(f, "sys_vendor", &m.dmi.sys_vendor)?;
+        row(f, "product_name", &m.dmi.product_name)?;
+        row(f, "board_asset_tag", &m.dmi.board_asset_tag)?;
+        row(f, "bios_vendor", &m.dmi.bios_vendor)?;
+        let platform = match m.virtualization.platform {
+            Platform::BareMetal => "bare metal".to_string(),
+            Platform::VirtualMachine => match &m.virtualization.hypervisor {
+                Some(h) => format!("virtual machine ({h})"),
+                None => "virtual machine".to_string(),
+            },
+            Platform::Unknown => "unknown".to_string(),
+        };
+        writeln!(f, "  {:<27} {platform}", "platform")?;
+        for e in &m.virtualization.evidence {
+            writeln!(f, "  {:<27}   {e}", "")?;
+        }
+
+        let p = &self.pmus;
+        writeln!(f, "\npmus [{}]", p.source)?;
+        if !p.has_hardware_pmu {
+            writeln!(
+                f,
+                "  no hardware PMU: no core PMU (`cpu`, or one with a `cpus` file); only software events can be counted"
+            )?;
+        }
+        for pmu in &p.devices {
+            writeln!(
+                f,
+                "  {}{}",
+                if pmu.is_core { "core " } else { "" },
+                pmu.summary()
+            )?;
+            if pmu.is_core {
+                writeln!(
+                    f,
+                    "    events: {}",
+                    if pmu.events.is_empty() {
+                        "(none named in sysfs)".to_string()
+                    } else {
+                        pmu.events.join(" ")
+                    }
+                )?;
+                for (cap, v) in &pmu.caps {
+                    writeln!(f, "    caps/{cap}: {v}")?;
+                }
+                if let Some(c) = &pmu.counters {
+                    writeln!(f, "    counters from {}", c.source)?;
+                }
+            } else if !pmu.events.is_empty() {
+                writeln!(f, "    {} named events", pmu.events.len())?;
+            }
+        }
+        for s in &p.skipped {
+            writeln!(f, "  skipped {s}")?;
+        }
+        for l in &p.log_lines {
+            writeln!(f, "  {}: \"{l}\"", self.kernel.log.name())?;
+        }
+
+        let n = &self.knobs;
+        writeln!(f, "\nknobs")?;
+        row(f, "perf_event_paranoid", &n.perf_event_paranoid)?;
+        row(
+            f,
+            "perf_event_max_sample_rate",
+            &n.perf_event_max_sample_rate,
+        )?;
+        row(f, "perf_cpu_time_max_percent", &n.perf_cpu_time_max_percent)?;
+        row(f, "perf_event_mlock_kb", &n.perf_event_mlock_kb)?;
+        row(f, "nmi_watchdog", &n.nmi_watchdog)?;
+        row(f, "dmesg_restrict", &n.dmesg_restrict)?;
+        row(f, "RLIMIT_SIGPENDING", &n.rlimit_sigpending)?;
+        row(f, "SigQ", &n.sigq)?;
+        cpu_row(f, "online cpus", &n.online_cpus)?;
+        cpu_row(f, "allowed cpus", &n.allowed_cpus)?;
+        row(f, "isolcpus", &n.isolcpus)?;
+        row(f, "nohz_full", &n.nohz_full)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::CpuId;
+
+    fn json(fp: &Fingerprint) -> serde_json::Value {
+        let text = serde_json::to_string_pretty(fp).expect("serializes");
+        serde_json::from_str(&text).expect("parses back")
+    }
+
+    /// An empty root, and a root full of garbage: everything is said to be
+    /// missing or unparsable, nothing panics.
+    #[test]
+    fn empty_and_garbage_roots_never_panic() {
+        let empty = tempfile::tempdir().expect("tempdir");
+        let fp = Fingerprint::collect(empty.path());
+        assert_eq!(fp.pseudo_nmi().verdict, PseudoNmiVerdict::Unknown);
+        assert_eq!(
+            fp.pseudo_nmi().evidence,
+            ["arch unknown: not present: /proc/sys/kernel/arch"]
+        );
+        assert!(fp.cpus().is_empty());
+        let _ = fp.to_string();
+
+        let junk = tempfile::tempdir().expect("tempdir");
+        let put = |rel: &str, bytes: &[u8]| {
+            let p = junk.path().join(rel);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, bytes).expect("write");
+        };
+        put("proc/sys/kernel/arch", b"aarch64");
+        put("proc/sys/kernel/osrelease", b"../../etc/passwd");
+        put("proc/sys/kernel/perf_event_paranoid", b"two\n");
+        put("proc/cmdline", b"irqchip.gicv3_pseudo_nmi=\"1");
+        put("proc/config.gz", b"\x1f\x8b\x08\x00garbage");
+        put(
+            "proc/cpuinfo",
+            b"processor: 0\nCPU implementer: 0xzz\n\nprocessor\n\xff\xfe",
+        );
+        put("proc/self/status", b"SigQ:\t5/\nCpus_allowed_list:\t3-1\n");
+        put(
+            "dev/kmsg",
+            b"6,0,0,-;Booting Linux\n6,1\n;;;\n6,2,0,-;hw perfevents: enabled with",
+        );
+        put("sys/devices/system/cpu/online", b"0-");
+        put(
+            "sys/devices/system/cpu/cpu0/regs/identification/midr_el1",
+            b"0xnothex\n",
+        );
+        put("sys/bus/event_source/devices/armv8_pmuv3_0/type", b"\n");
+        put("sys/bus/event_source/devices/armv8_pmuv3_0/cpus", b"0-");
+        put("sys/class/dmi/id/sys_vendor", b"\xff");
+        let fp = Fingerprint::collect(junk.path());
+        assert_eq!(fp.cpus(), [(0, CpuId::Unknown)]);
+        assert!(
+            fp.knobs
+                .perf_event_paranoid
+                .source
+                .starts_with("unparsable: /proc/sys/kernel/perf_event_paranoid")
+        );
+        assert_eq!(fp.knobs.sigq.value, None);
+        assert_eq!(fp.knobs.allowed_cpus.value, None);
+        assert_eq!(fp.knobs.online_cpus.value, None);
+        assert!(fp.pmus().is_empty());
+        assert_eq!(fp.pmus.skipped.len(), 1);
+        assert_eq!(fp.kernel.log.skipped, 2);
+        let _ = fp.to_string();
+        let _ = json(&fp);
+    }
+
+    /// This very machine. Where it was written (an x86_64 VM whose kernel
+    /// says "no PMU driver, software events only") there must be no
+    /// hardware PMU and the verdict is not-applicable; elsewhere the test
+    /// checks the same things against what the kernel and sysfs say.
+    #[test]
+    fn live_machine() {
+        let fp = Fingerprint::collect(Path::new("/"));
+        println!("{fp}");
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(fp.pseudo_nmi().verdict, PseudoNmiVerdict::NotApplicable);
+            assert!(
+                fp.verdict_line()
+                    .starts_with("pseudo-NMI: not-applicable (evidence: arch x86_64")
+            );
+        }
+        let kernel_says_none = fp
+            .kernel
+            .log
+            .kept
+            .iter()
+            .any(|l| l.contains("software events only"));
+        if kernel_says_none {
+            assert!(!fp.has_hardware_pmu());
+        }
+        let cpu_pmu = Path::new("/sys/bus/event_source/devices/cpu").exists();
+        assert_eq!(fp.pmus().iter().any(|p| p.name == "cpu"), cpu_pmu);
+        assert!(
+            fp.pmus()
+                .iter()
+                .any(|p| p.name == "software" && p.type_id == 1)
+        );
+        assert!(!fp.cpus().is_empty());
+        assert!(fp.knobs.rlimit_sigpending.value.is_some());
+        assert_eq!(json(&fp)["schema_version"], SCHEMA_VERSION);
+    }
+}
