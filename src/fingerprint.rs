@@ -321,11 +321,323 @@ impl fmt::Display for Fingerprint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::CpuId;
+    use crate::cpu::{BranchEvent, CpuId};
+    use std::path::PathBuf;
+
+    fn fixture(case: &str) -> Fingerprint {
+        let dir: PathBuf = [
+            env!("CARGO_MANIFEST_DIR"),
+            "tests/fixtures/fingerprint",
+            case,
+        ]
+        .iter()
+        .collect();
+        assert!(dir.is_dir(), "missing fixture {}", dir.display());
+        Fingerprint::collect(&dir)
+    }
 
     fn json(fp: &Fingerprint) -> serde_json::Value {
         let text = serde_json::to_string_pretty(fp).expect("serializes");
         serde_json::from_str(&text).expect("parses back")
+    }
+
+    /// Built in, not requested: the 6.1 probe line has no ", using NMIs".
+    #[test]
+    fn graviton2_c6g_built_in_not_requested_is_disabled() {
+        let fp = fixture("graviton2-c6g-6.1-disabled");
+        let v = fp.pseudo_nmi();
+        assert_eq!(v.verdict, PseudoNmiVerdict::Disabled, "{v:?}");
+        assert_eq!(
+            v.evidence[0],
+            "/dev/kmsg: \"hw perfevents: enabled with armv8_pmuv3_0 PMU driver, 7 counters available\" (no \", using NMIs\")"
+        );
+        assert_eq!(
+            v.evidence[1],
+            "/proc/cmdline: no irqchip.gicv3_pseudo_nmi=1 (not requested)"
+        );
+        assert_eq!(
+            v.evidence[2],
+            "/boot/config-6.1.102-111.182.amzn2023.aarch64: \"CONFIG_ARM64_PSEUDO_NMI=y\""
+        );
+        assert_eq!(fp.cpus().len(), 32);
+        assert!(
+            fp.cpus()
+                .iter()
+                .all(|(_, id)| *id == CpuId::Arm { midr: 0x413fd0c1 })
+        );
+        assert_eq!(fp.cpus.clusters.len(), 1);
+        assert_eq!(fp.cpus.clusters[0].cpus, "0-31");
+        assert_eq!(fp.cpus.clusters[0].model.name, "Neoverse-N1");
+        assert_eq!(
+            fp.cpus.sources,
+            ["32 from /sys/devices/system/cpu/cpu*/regs/identification/midr_el1"]
+        );
+        assert_eq!(
+            fp.machine.dmi.sys_vendor.value.as_deref(),
+            Some("Amazon EC2")
+        );
+        assert_eq!(
+            fp.machine.dmi.product_name.value.as_deref(),
+            Some("c6g.8xlarge")
+        );
+        assert_eq!(fp.machine.virtualization.platform, Platform::VirtualMachine);
+        assert!(fp.has_hardware_pmu());
+        let core = &fp.pmus()[0];
+        assert_eq!(
+            (core.name.as_str(), core.type_id, core.is_core),
+            ("armv8_pmuv3_0", 8, true)
+        );
+        assert_eq!(
+            core.cpus.as_deref(),
+            Some(&(0..32).collect::<Vec<u32>>()[..])
+        );
+        assert!(core.events.iter().any(|e| e == "br_retired"));
+        assert_eq!(core.counters.as_ref().and_then(|c| c.value), Some(7));
+        assert_eq!(
+            fp.knobs.sigq.value,
+            Some(SigQ {
+                queued: 0,
+                limit: 252837
+            })
+        );
+        assert_eq!(fp.knobs.rlimit_sigpending.value, None);
+        assert!(fp.knobs.rlimit_sigpending.source.starts_with("not read"));
+        assert_eq!(
+            fp.knobs.nmi_watchdog.source,
+            "not present: /proc/sys/kernel/nmi_watchdog"
+        );
+    }
+
+    #[test]
+    fn graviton3_c7g_with_parameter_and_nmi_probe_line_is_enabled() {
+        let fp = fixture("graviton3-c7g-nmi-enabled");
+        let v = fp.pseudo_nmi();
+        assert_eq!(v.verdict, PseudoNmiVerdict::Enabled, "{v:?}");
+        assert_eq!(
+            v.evidence[0],
+            "/dev/kmsg: \"hw perfevents: enabled with armv8_pmuv3_0 PMU driver, 7 (0,8000003f) counters available, using NMIs\""
+        );
+        assert!(v.evidence[1].contains("Pseudo-NMIs enabled using relaxed ICC_PMR_EL1"));
+        assert_eq!(
+            v.evidence[2],
+            "/proc/cmdline: \"irqchip.gicv3_pseudo_nmi=1\" (requested)"
+        );
+        assert_eq!(fp.kernel.config.source, "/proc/config.gz");
+        assert_eq!(fp.cpus().len(), 64);
+        assert_eq!(fp.cpus.clusters[0].model.name, "Neoverse-V1");
+        assert_eq!(
+            fp.cpus.clusters[0].model.branch_event,
+            BranchEvent::Raw(0x21)
+        );
+        assert_eq!(
+            fp.knobs.isolcpus.value.as_deref(),
+            Some("nohz,domain,62-63")
+        );
+        assert_eq!(fp.knobs.nohz_full.value.as_deref(), Some("62-63"));
+        assert_eq!(fp.knobs.allowed_cpus.value, Some((0..62).collect()));
+        let core = &fp.pmus()[0];
+        assert_eq!(
+            core.caps.get("slots").map(String::as_str),
+            Some("0x00000008")
+        );
+        assert!(fp.verdict_line().starts_with(
+            "pseudo-NMI: enabled (evidence: /dev/kmsg: \"hw perfevents: enabled with armv8_pmuv3_0"
+        ));
+        let text = fp.to_string();
+        assert!(
+            text.starts_with("pseudo-NMI: enabled\n  /dev/kmsg: \"hw perfevents:"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn parameter_on_cmdline_without_config_is_not_built() {
+        let fp = fixture("debian-6.1-arm64-param-not-built");
+        let v = fp.pseudo_nmi();
+        assert_eq!(v.verdict, PseudoNmiVerdict::NotBuilt, "{v:?}");
+        assert_eq!(
+            v.evidence[0],
+            "/boot/config-6.1.0-37-arm64: \"# CONFIG_ARM64_PSEUDO_NMI is not set\""
+        );
+        assert_eq!(
+            v.evidence[1],
+            "/proc/cmdline: \"irqchip.gicv3_pseudo_nmi=1\" (requested)"
+        );
+        assert_eq!(fp.machine.virtualization.platform, Platform::VirtualMachine);
+        assert_eq!(
+            fp.machine.virtualization.hypervisor.as_deref(),
+            Some("QEMU")
+        );
+        assert_eq!(fp.machine.dmi.board_asset_tag.value.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn firmware_refusal_is_disabled_and_big_little_is_two_clusters() {
+        let fp = fixture("rk3588-firmware-refused");
+        let v = fp.pseudo_nmi();
+        assert_eq!(v.verdict, PseudoNmiVerdict::Disabled, "{v:?}");
+        assert_eq!(
+            v.evidence[0],
+            "/dev/kmsg: \"GICv3: SCR_EL3.FIQ is cleared, cannot enable use of pseudo-NMIs\" (firmware refused)"
+        );
+        let c = &fp.cpus.clusters;
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].cpus.as_str(), c[0].model.name.as_str()),
+            ("0-3", "Cortex-A55")
+        );
+        assert_eq!(
+            (c[1].cpus.as_str(), c[1].model.name.as_str()),
+            ("4-7", "Cortex-A76")
+        );
+        let cores: Vec<_> = fp.pmus().iter().filter(|p| p.is_core).collect();
+        assert_eq!(cores.len(), 2);
+        assert_eq!(cores[1].cpus, Some(vec![4, 5, 6, 7]));
+        assert_eq!(cores[1].type_id, 9);
+        assert_eq!(
+            fp.machine.dmi.sys_vendor.source,
+            "not present: /sys/class/dmi/id/sys_vendor"
+        );
+        assert_eq!(fp.machine.virtualization.platform, Platform::BareMetal);
+    }
+
+    #[test]
+    fn unreadable_log_without_config_is_unknown_and_says_why() {
+        let fp = fixture("container-unreadable-log");
+        let v = fp.pseudo_nmi();
+        assert_eq!(v.verdict, PseudoNmiVerdict::Unknown, "{v:?}");
+        assert!(
+            v.evidence[0].starts_with("kernel log: unreadable: /dev/kmsg: Is a directory"),
+            "{v:?}"
+        );
+        assert!(v.evidence[0].contains("syslog(2) not tried"));
+        assert_eq!(
+            v.evidence[1],
+            "kernel config unknown: not present: /proc/config.gz; not present: /boot/config-6.8.0-1021-aws"
+        );
+        assert_eq!(
+            v.evidence[2],
+            "/proc/cmdline: \"irqchip.gicv3_pseudo_nmi=1\" (requested)"
+        );
+        // No sysfs MIDR here: the CPUs come from /proc/cpuinfo.
+        assert_eq!(fp.cpus.sources, ["4 from /proc/cpuinfo"]);
+        assert_eq!(fp.cpus().len(), 4);
+        assert_eq!(fp.cpus()[3], (3, CpuId::Arm { midr: 0x413fd0c1 }));
+        assert!(!fp.has_hardware_pmu());
+        assert_eq!(fp.pmus.source, "not present: /sys/bus/event_source/devices");
+        assert_eq!(
+            fp.knobs.sigq.value,
+            Some(SigQ {
+                queued: 2,
+                limit: 31437
+            })
+        );
+    }
+
+    #[test]
+    fn intel_host_is_not_applicable_with_counters_from_the_log() {
+        let fp = fixture("intel-kabylake-laptop");
+        assert_eq!(fp.pseudo_nmi().verdict, PseudoNmiVerdict::NotApplicable);
+        assert_eq!(
+            fp.pseudo_nmi().evidence,
+            ["arch x86_64 (/proc/sys/kernel/arch): the PMU overflow interrupt is an NMI already"]
+        );
+        let cpu = &fp.pmus()[0];
+        assert_eq!(
+            (cpu.name.as_str(), cpu.type_id, cpu.is_core),
+            ("cpu", 4, true)
+        );
+        assert_eq!(cpu.cpus, None);
+        assert!(cpu.events.iter().any(|e| e == "branch-instructions"));
+        assert_eq!(
+            cpu.caps.get("pmu_name").map(String::as_str),
+            Some("skylake")
+        );
+        assert_eq!(cpu.counters.as_ref().and_then(|c| c.value), Some(4));
+        assert_eq!(fp.cpus().len(), 8);
+        assert_eq!(
+            fp.cpus.clusters[0].model.branch_event,
+            BranchEvent::Raw(0x5101c4)
+        );
+        assert_eq!(fp.machine.virtualization.platform, Platform::BareMetal);
+        assert_eq!(fp.knobs.nmi_watchdog.value, Some(1));
+        assert_eq!(fp.knobs.perf_event_max_sample_rate.value, Some(50000));
+        assert!(
+            fp.pmus
+                .log_lines
+                .iter()
+                .any(|l| l.starts_with("NMI watchdog: Enabled"))
+        );
+    }
+
+    #[test]
+    fn amd_host_is_not_applicable() {
+        let fp = fixture("amd-zen3-desktop");
+        assert_eq!(fp.pseudo_nmi().verdict, PseudoNmiVerdict::NotApplicable);
+        assert!(fp.has_hardware_pmu());
+        assert_eq!(
+            fp.pmus()[0].counters.as_ref().and_then(|c| c.value),
+            Some(6)
+        );
+        let model = &fp.cpus.clusters[0].model;
+        assert_eq!(model.branch_event, BranchEvent::Raw(0x5100d1));
+        assert!(model.skid_unbounded);
+        assert_eq!(fp.cpus().len(), 12);
+        assert_eq!(fp.knobs.nmi_watchdog.value, Some(0));
+        assert_eq!(
+            fp.kernel
+                .cmdline
+                .value
+                .as_ref()
+                .and_then(|c| c.get("nmi_watchdog")),
+            Some(Some("0"))
+        );
+    }
+
+    /// The emulated PMU of /work/shared/arm64-qemu.md: no branch event, the
+    /// kernel already throttled, no config to look at.
+    #[test]
+    fn qemu_guest_without_config_is_disabled_from_the_boot_log() {
+        let fp = fixture("qemu-tcg-debian-6.12");
+        let v = fp.pseudo_nmi();
+        assert_eq!(v.verdict, PseudoNmiVerdict::Disabled, "{v:?}");
+        assert!(
+            v.evidence
+                .iter()
+                .any(|e| e.starts_with("kernel config unknown"))
+        );
+        let core = &fp.pmus()[0];
+        assert_eq!(core.name, "armv8_pmuv3");
+        assert_eq!(core.events, ["cpu_cycles"]);
+        assert_eq!(fp.knobs.perf_event_max_sample_rate.value, Some(500));
+        assert_eq!(
+            fp.cpus.clusters[0].model.name,
+            "arm64 implementer 0x00 part 0x051"
+        );
+        assert_eq!(fp.machine.virtualization.platform, Platform::VirtualMachine);
+    }
+
+    #[test]
+    fn json_has_schema_version_and_kebab_verdict() {
+        let fp = fixture("debian-6.1-arm64-param-not-built");
+        let j = json(&fp);
+        assert_eq!(j["schema_version"], SCHEMA_VERSION);
+        assert_eq!(j["pseudo_nmi"]["verdict"], "not-built");
+        assert!(
+            j["pseudo_nmi"]["evidence"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        );
+        assert_eq!(j["cpus"]["list"][0]["cpu"], 0);
+        assert_eq!(j["cpus"]["list"][0]["id"]["midr"], 0x413fd0c1);
+        assert_eq!(j["kernel"]["release"]["value"], "6.1.0-37-arm64");
+        assert_eq!(
+            j["kernel"]["release"]["source"],
+            "/proc/sys/kernel/osrelease"
+        );
+        assert_eq!(j["pmus"]["has_hardware_pmu"], true);
+        assert_eq!(j["knobs"]["nmi_watchdog"]["value"], serde_json::Value::Null);
+        assert_eq!(j["tool"]["version"], env!("CARGO_PKG_VERSION"));
     }
 
     /// An empty root, and a root full of garbage: everything is said to be
