@@ -190,39 +190,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 pub struct CpuList(pub Vec<usize>);
 
 fn parse_cpus_flag(s: &str) -> Result<CpuList, String> {
-    parse_cpu_list(s).map(CpuList)
-}
-
-/// Parses taskset's list syntax: `0-3,8,10-11`. Sorted, duplicates refused.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let form = "expected CPU numbers and ranges like 0-3,8,10-11";
-    let mut cpus = Vec::new();
-    for part in s.split(',') {
-        let part = part.trim();
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a, b),
-            None => (part, part),
-        };
-        let (Ok(lo), Ok(hi)) = (lo.parse::<usize>(), hi.parse::<usize>()) else {
-            return Err(format!("{form}, got {s:?}"));
-        };
-        if lo > hi {
-            return Err(format!("{form}; range {part:?} is reversed"));
-        }
-        if hi >= libc::CPU_SETSIZE as usize {
-            return Err(format!(
-                "{form}; CPU {hi} is beyond the largest possible CPU number"
-            ));
-        }
-        cpus.extend(lo..=hi);
-    }
-    let n = cpus.len();
-    cpus.sort_unstable();
-    cpus.dedup();
-    if cpus.len() != n {
-        return Err(format!("{form}; {s:?} names a CPU twice"));
-    }
-    Ok(cpus)
+    let max = libc::CPU_SETSIZE as u32 - 1;
+    crate::cpu::parse_cpu_list_checked(s, max)
+        .map(|cpus| CpuList(cpus.into_iter().map(|c| c as usize).collect()))
 }
 
 #[cfg(test)]
@@ -237,14 +207,12 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(
-            parse_cpu_list("0-3,8,10-11"),
-            Ok(vec![0, 1, 2, 3, 8, 10, 11])
-        );
-        assert_eq!(parse_cpu_list("5"), Ok(vec![5]));
-        assert_eq!(parse_cpu_list("3,1"), Ok(vec![1, 3]));
+        let ok = |s: &str| parse_cpus_flag(s).map(|l| l.0);
+        assert_eq!(ok("0-3,8,10-11"), Ok(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(ok("5"), Ok(vec![5]));
+        assert_eq!(ok("3,1"), Ok(vec![1, 3]));
         for bad in ["", "5-3", "1,1", "0-2,2", "a", "1-", "-1", "0,,1", "99999"] {
-            assert!(parse_cpu_list(bad).is_err(), "{bad}");
+            assert!(ok(bad).is_err(), "{bad}");
         }
     }
 

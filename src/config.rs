@@ -61,23 +61,10 @@ pub struct RunConfig {
     pub max_anomaly_lines: u64,
 }
 
-/// Compact taskset-style rendering of a CPU list (0-3,8).
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        while i + 1 < cpus.len() && cpus[i + 1] == cpus[i] + 1 {
-            i += 1;
-        }
-        parts.push(if cpus[i] == start {
-            start.to_string()
-        } else {
-            format!("{start}-{}", cpus[i])
-        });
-        i += 1;
-    }
-    parts.join(",")
+/// Taskset-style rendering of a run's CPU set (0-3,8).
+pub fn format_cpus(cpus: &[usize]) -> String {
+    let cpus: Vec<u32> = cpus.iter().map(|&c| c as u32).collect();
+    crate::cpu::format_cpu_list(&cpus)
 }
 
 impl RunConfig {
@@ -95,7 +82,7 @@ impl RunConfig {
                         "--cpus",
                         format!(
                             "CPU {bad} does not exist or is not available to this process (available: {})",
-                            format_cpu_list(allowed)
+                            format_cpus(allowed)
                         ),
                     ));
                 }
@@ -110,7 +97,7 @@ impl RunConfig {
                 "--migrate",
                 format!(
                     "migrating needs at least 2 CPUs in --cpus (got {}); use --migrate none",
-                    format_cpu_list(&cpus)
+                    format_cpus(&cpus)
                 ),
             ));
         }
@@ -277,7 +264,7 @@ mod tests {
 
     #[test]
     fn cpu_list_rendering() {
-        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(format_cpu_list(&[]), "");
+        assert_eq!(format_cpus(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(format_cpus(&[]), "");
     }
 }

@@ -292,6 +292,141 @@ pub fn core_model(id: &CpuId) -> CoreModel {
     }
 }
 
+/// One group of CPUs that report the same identity: a cluster in
+/// big.LITTLE terms. The fingerprint lists CPUs this way because a run's
+/// event and skid depend on which cluster its CPUs are in, and 64 identical
+/// lines would hide the one that differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cluster {
+    pub id: CpuId,
+    pub cpus: Vec<u32>,
+}
+
+/// Groups CPUs by identity, in the order each identity first appears.
+pub fn clusters(cpus: &[(u32, CpuId)]) -> Vec<Cluster> {
+    let mut out: Vec<Cluster> = Vec::new();
+    for (n, id) in cpus {
+        match out.iter_mut().find(|c| c.id == *id) {
+            Some(c) => c.cpus.push(*n),
+            None => out.push(Cluster {
+                id: id.clone(),
+                cpus: vec![*n],
+            }),
+        }
+    }
+    out
+}
+
+/// Parses the kernel's CPU list format ("0-3,8,10-11"), as in
+/// /sys/devices/system/cpu/online, `cpus` of a PMU, Cpus_allowed_list and
+/// taskset. Sorted; refuses reversed ranges, CPUs named twice and numbers
+/// above `max_cpu`, saying which, so `--cpus` can quote the reason.
+pub fn parse_cpu_list_checked(text: &str, max_cpu: u32) -> Result<Vec<u32>, String> {
+    let form = "expected CPU numbers and ranges like 0-3,8,10-11";
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',') {
+        let part = part.trim();
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (Ok(lo), Ok(hi)) = (lo.trim().parse::<u32>(), hi.trim().parse::<u32>()) else {
+            return Err(format!("{form}, got {text:?}"));
+        };
+        if lo > hi {
+            return Err(format!("{form}; range {part:?} is reversed"));
+        }
+        if hi > max_cpu {
+            return Err(format!(
+                "{form}; CPU {hi} is beyond the largest possible CPU number {max_cpu}"
+            ));
+        }
+        cpus.extend(lo..=hi);
+    }
+    let n = cpus.len();
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus.len() != n {
+        return Err(format!("{form}; {text:?} names a CPU twice"));
+    }
+    Ok(cpus)
+}
+
+/// The same for lists the kernel wrote: an empty list is empty, and
+/// anything malformed is None rather than a partial list, so a caller never
+/// acts on half of a mask. A list wider than any real machine is junk, not a
+/// reason to allocate gigabytes.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    if text.trim().is_empty() {
+        return Some(Vec::new());
+    }
+    parse_cpu_list_checked(text, 1 << 16).ok()
+}
+
+/// Formats CPU numbers the way the kernel does ("0-3,8").
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+impl std::fmt::Display for CpuId {
+    /// "Arm Neoverse-N1 r3p1 (MIDR 0x413fd0c1)" or "Intel family 6 model
+    /// 0x6a: Intel(R) Xeon(R) ...": what a reader needs to look the core up.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuId::Arm { midr } => {
+                let m = Midr::decode(*midr);
+                let implementer = match m.implementer_name() {
+                    Some(name) => name.to_string(),
+                    None => format!("implementer {:#04x}", m.implementer),
+                };
+                let part = match m.part_name() {
+                    Some(name) => name.to_string(),
+                    None => format!("part {:#05x}", m.part),
+                };
+                write!(
+                    f,
+                    "{implementer} {part} r{}p{} (MIDR {midr:#010x})",
+                    m.variant, m.revision
+                )
+            }
+            CpuId::X86 {
+                vendor,
+                family,
+                model,
+                model_name,
+            } => {
+                let vendor = match vendor {
+                    X86Vendor::Intel => "Intel",
+                    X86Vendor::Amd => "AMD",
+                    X86Vendor::Other(v) => v.as_str(),
+                };
+                write!(f, "{vendor} family {family:#x} model {model:#x}")?;
+                if !model_name.is_empty() {
+                    write!(f, ": {model_name}")?;
+                }
+                Ok(())
+            }
+            CpuId::Unknown => f.write_str("unknown CPU"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +530,44 @@ mod tests {
         assert_eq!(
             CpuId::from_cpuinfo_block("vendor_id: GenuineIntel\ncpu family: 6"),
             CpuId::Unknown
+        );
+    }
+
+    #[test]
+    fn cpu_lists_round_trip_and_reject_junk() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(format_cpu_list(&[11, 0, 1, 2, 3, 8, 10]), "0-3,8,10-11");
+        assert_eq!(format_cpu_list(&[]), "");
+        for junk in ["3-1", "a", "0-", "-", "1,,2", "0-4294967295"] {
+            assert_eq!(parse_cpu_list(junk), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn clusters_group_big_little_in_order() {
+        let a55 = CpuId::Arm { midr: 0x412fd050 };
+        let a76 = CpuId::Arm { midr: 0x414fd0b0 };
+        let cpus: Vec<_> = (0..8)
+            .map(|n| (n, if n < 4 { a55.clone() } else { a76.clone() }))
+            .collect();
+        let c = clusters(&cpus);
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].id.clone(), c[0].cpus.clone()),
+            (a55, vec![0, 1, 2, 3])
+        );
+        assert_eq!(c[1].cpus, vec![4, 5, 6, 7]);
+        assert_eq!(
+            CpuId::Arm { midr: 0x413fd0c1 }.to_string(),
+            "Arm Neoverse-N1 r3p1 (MIDR 0x413fd0c1)"
+        );
+        assert_eq!(
+            CpuId::Arm { midr: 0x000f0510 }.to_string(),
+            "implementer 0x00 part 0x051 r0p0 (MIDR 0x000f0510)"
         );
     }
 }

@@ -19,6 +19,7 @@ use perf_event_open_sys::bindings as sys;
 use serde::Serialize;
 
 use crate::cpu::{self, BranchEvent, CpuId};
+use crate::fingerprint::{ArchFamily, Fingerprint, Pmu};
 
 /// What the user asked for with `--event`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -88,17 +89,6 @@ impl EventSpec {
     }
 }
 
-/// A core PMU as found under /sys/bus/event_source/devices.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CorePmu {
-    pub name: String,
-    pub type_id: u32,
-    /// CPUs it covers (`cpus` file); None when the file is absent (x86 `cpu`).
-    pub cpus: Option<Vec<u32>>,
-    /// Event names the driver lists in sysfs `events/`.
-    pub events: Vec<String>,
-}
-
 /// What event resolution needs to know about the machine.
 #[derive(Debug, Clone, Default)]
 pub struct Platform {
@@ -106,77 +96,23 @@ pub struct Platform {
     pub arch: String,
     /// Identity of each CPU by number.
     pub cpus: Vec<(u32, CpuId)>,
-    pub core_pmus: Vec<CorePmu>,
+    pub core_pmus: Vec<Pmu>,
 }
 
 impl Platform {
-    /// Reads what resolution needs from `root` (sysfs and /proc).
-    pub fn probe(root: &std::path::Path) -> Platform {
-        let read = |p: &str| std::fs::read_to_string(root.join(p)).ok();
-        let mut cpus = read("proc/cpuinfo")
-            .map(|t| CpuId::from_cpuinfo(&t))
-            .unwrap_or_default();
-        for (n, id) in cpus.iter_mut() {
-            if let Some(midr) = read(&format!(
-                "sys/devices/system/cpu/cpu{n}/regs/identification/midr_el1"
-            ))
-            .and_then(|t| CpuId::from_midr_text(&t))
-            {
-                *id = midr;
-            }
-        }
-        let mut core_pmus = Vec::new();
-        let devices = root.join("sys/bus/event_source/devices");
-        if let Ok(entries) = std::fs::read_dir(&devices) {
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if !is_core_pmu_name(&name) {
-                    continue;
-                }
-                let dir = devices.join(&name);
-                let Some(type_id) = std::fs::read_to_string(dir.join("type"))
-                    .ok()
-                    .and_then(|t| t.trim().parse().ok())
-                else {
-                    continue;
-                };
-                let cpus = std::fs::read_to_string(dir.join("cpus"))
-                    .ok()
-                    .and_then(|t| crate::cli::parse_cpu_list(t.trim()).ok())
-                    .map(|v| v.into_iter().map(|c| c as u32).collect());
-                let mut events: Vec<String> = std::fs::read_dir(dir.join("events"))
-                    .map(|d| {
-                        d.flatten()
-                            .map(|e| e.file_name().to_string_lossy().into_owned())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                events.sort();
-                core_pmus.push(CorePmu {
-                    name,
-                    type_id,
-                    cpus,
-                    events,
-                });
-            }
-        }
-        core_pmus.sort_by(|a, b| a.name.cmp(&b.name));
+    /// The parts of the fingerprint that event resolution uses.
+    pub fn from_fingerprint(fp: &Fingerprint) -> Platform {
         Platform {
-            arch: std::env::consts::ARCH.to_string(),
-            cpus,
-            core_pmus,
+            arch: fp
+                .kernel
+                .arch
+                .value
+                .clone()
+                .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
+            cpus: fp.cpus().to_vec(),
+            core_pmus: fp.pmus().iter().filter(|p| p.is_core).cloned().collect(),
         }
     }
-}
-
-/// Core (CPU) PMU names: x86 `cpu` (hybrid: cpu_core/cpu_atom), arm64
-/// `armv8_*`/`armv9_*` from arm_pmu, Apple's `apple_*_pmu`.
-pub fn is_core_pmu_name(name: &str) -> bool {
-    name == "cpu"
-        || name.starts_with("cpu_")
-        || name.starts_with("armv8_")
-        || name.starts_with("armv9_")
-        || (name.starts_with("apple_") && name.ends_with("_pmu"))
 }
 
 /// What to open, and how to describe and judge it.
@@ -252,7 +188,7 @@ pub fn resolve(
         .into_iter()
         .next()
         .unwrap_or_else(|| cpu::core_model(&CpuId::Unknown));
-    let arm = platform.arch == "aarch64";
+    let arm = ArchFamily::from_uname(&platform.arch) == ArchFamily::Arm64;
     let (type_id, config, what) = match spec {
         EventSpec::Branches => match model.branch_event {
             BranchEvent::Raw(code) => {
@@ -310,7 +246,7 @@ fn core_pmu_for<'a>(
     platform: &'a Platform,
     run_cpus: &[usize],
     spec: EventSpec,
-) -> Result<&'a CorePmu, CannotTest> {
+) -> Result<&'a Pmu, CannotTest> {
     if platform.core_pmus.is_empty() {
         return Err(CannotTest(format!(
             "--event {spec} needs a hardware PMU, and this machine has none (no cpu or armv8 PMU under /sys/bus/event_source/devices; a VM without PMU passthrough?). Run --event task-clock to exercise the pipeline without a PMU"
@@ -340,6 +276,18 @@ fn core_pmu_for<'a>(
 mod tests {
     use super::*;
 
+    fn core_pmu(name: &str, type_id: u32, cpus: Option<Vec<u32>>, events: &[&str]) -> Pmu {
+        Pmu {
+            name: name.into(),
+            type_id,
+            cpus,
+            events: events.iter().map(|s| s.to_string()).collect(),
+            is_core: true,
+            caps: Default::default(),
+            counters: None,
+        }
+    }
+
     fn arm_platform(events: &[&str]) -> Platform {
         Platform {
             arch: "aarch64".into(),
@@ -347,12 +295,7 @@ mod tests {
                 (0, CpuId::Arm { midr: 0x413fd0c1 }),
                 (1, CpuId::Arm { midr: 0x413fd0c1 }),
             ],
-            core_pmus: vec![CorePmu {
-                name: "armv8_pmuv3_0".into(),
-                type_id: 8,
-                cpus: Some(vec![0, 1]),
-                events: events.iter().map(|s| s.to_string()).collect(),
-            }],
+            core_pmus: vec![core_pmu("armv8_pmuv3_0", 8, Some(vec![0, 1]), events)],
         }
     }
 
@@ -427,12 +370,7 @@ mod tests {
                     model_name: "Xeon".into(),
                 },
             )],
-            core_pmus: vec![CorePmu {
-                name: "cpu".into(),
-                type_id: 4,
-                cpus: None,
-                events: vec![],
-            }],
+            core_pmus: vec![core_pmu("cpu", 4, None, &[])],
         };
         let ev = resolve(EventSpec::Branches, &p, &[0]).unwrap();
         assert_eq!(

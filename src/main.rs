@@ -12,6 +12,7 @@ mod cli;
 mod config;
 mod cpu;
 mod event;
+mod fingerprint;
 mod kernel;
 mod migrator;
 mod report;
@@ -32,6 +33,7 @@ use clap::Parser;
 
 use cli::{Cli, Command, EnvArgs, RunArgs};
 use config::{ConfigError, RunConfig};
+use fingerprint::Fingerprint;
 use results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
 use timeline::Anomaly;
 
@@ -60,28 +62,19 @@ fn main() -> ExitCode {
 }
 
 fn env_command(args: &EnvArgs) -> i32 {
-    let platform = event::Platform::probe(Path::new("/"));
+    let fp = Fingerprint::collect(Path::new("/"));
     if args.json {
-        match serde_json::to_string_pretty(&platform_json(&platform)) {
+        match serde_json::to_string_pretty(&fp) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: serialising the fingerprint: {e}");
                 return EXIT_CANNOT_TEST;
             }
         }
     } else {
-        println!("arch: {}", platform.arch);
-        println!("core PMUs: {}", platform.core_pmus.len());
+        print!("{fp}");
     }
     0
-}
-
-fn platform_json(platform: &event::Platform) -> serde_json::Value {
-    serde_json::json!({
-        "arch": platform.arch,
-        "core_pmus": platform.core_pmus,
-        "cpus": platform.cpus.iter().map(|(n, id)| serde_json::json!({"cpu": n, "id": id})).collect::<Vec<_>>(),
-    })
 }
 
 /// Console output plus the anomalies kept for run.json.
@@ -114,7 +107,8 @@ fn run_command(args: &RunArgs) -> i32 {
             return EXIT_CANNOT_TEST;
         }
     };
-    let platform = event::Platform::probe(Path::new("/"));
+    let fingerprint = Fingerprint::collect(Path::new("/"));
+    let platform = event::Platform::from_fingerprint(&fingerprint);
     let cfg = match RunConfig::from_args(args, &allowed, &platform) {
         Ok(cfg) => cfg,
         Err(e @ ConfigError::Usage { .. }) => {
@@ -152,6 +146,7 @@ fn run_command(args: &RunArgs) -> i32 {
         }
     };
 
+    println!("{}", fingerprint.verdict_line());
     println!("{}", report::banner(&cfg));
     let mut collect = Collect {
         console: report::Console::new(cfg.max_anomaly_lines),
@@ -170,7 +165,7 @@ fn run_command(args: &RunArgs) -> i32 {
     let results = RunResults::new(
         &cfg,
         std::env::args().collect(),
-        platform_json(&platform),
+        &fingerprint,
         &record,
         collect.anomalies,
         collect.not_recorded,

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::classify::AnomalyKind;
-use crate::config::{RunConfig, format_cpu_list};
+use crate::config::{RunConfig, format_cpus};
 use crate::results::{Counts, RunResults, Verdict};
 use crate::run::{Observer, Progress};
 use crate::timeline::Anomaly;
@@ -121,7 +121,7 @@ pub fn banner(cfg: &RunConfig) -> String {
     let mut s = format!(
         "pmustress: {} workers on CPUs {}, event {}, period {}, skid {} ({}), migrate {:?}",
         cfg.workers,
-        format_cpu_list(&cfg.cpus),
+        format_cpus(&cfg.cpus),
         cfg.event.description,
         cfg.period,
         cfg.skid,

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::classify::AnomalyKind;
 use crate::config::RunConfig;
+use crate::fingerprint::{Fingerprint, PseudoNmi};
 use crate::run::{RunRecord, StopReason, WorkerRecord};
 use crate::timeline::{Anomaly, Mode};
 
@@ -133,6 +134,8 @@ pub struct RunResults {
     /// The exact command line.
     pub argv: Vec<String>,
     pub config: RunConfig,
+    /// The pseudo-NMI verdict with its evidence (also inside `fingerprint`).
+    pub pseudo_nmi: PseudoNmi,
     /// The machine, as `pmustress env --json` prints it.
     pub fingerprint: serde_json::Value,
     pub elapsed_ns: u64,
@@ -244,7 +247,7 @@ impl RunResults {
     pub fn new(
         cfg: &RunConfig,
         argv: Vec<String>,
-        fingerprint: serde_json::Value,
+        fingerprint: &Fingerprint,
         record: &RunRecord,
         anomalies: Vec<Anomaly>,
         anomalies_not_recorded: u64,
@@ -381,7 +384,8 @@ impl RunResults {
             },
             argv,
             config: cfg.clone(),
-            fingerprint,
+            pseudo_nmi: fingerprint.pseudo_nmi().clone(),
+            fingerprint: serde_json::to_value(fingerprint).unwrap_or(serde_json::Value::Null),
             elapsed_ns: record.elapsed_ns,
             stop_reason: record.stop_reason,
             injected: cfg.inject_drop_every.is_some(),

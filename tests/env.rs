@@ -1,0 +1,56 @@
+//! `pmustress env` on this very machine, and its embedding in every run.
+
+use crate::util::{has_core_pmu, read_json, run};
+
+#[test]
+fn env_json_has_schema_and_a_pseudo_nmi_verdict_with_evidence() {
+    let out = run(&["env", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("env --json is JSON");
+    assert_eq!(v["schema_version"], 1);
+    let verdict = v["pseudo_nmi"]["verdict"].as_str().unwrap();
+    let expected = match std::env::consts::ARCH {
+        "x86_64" => "not-applicable",
+        _ => verdict,
+    };
+    assert_eq!(verdict, expected);
+    assert!(!v["pseudo_nmi"]["evidence"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn env_text_starts_with_the_verdict_and_says_when_there_is_no_pmu() {
+    let out = run(&["env"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("pseudo-NMI: "), "{text}");
+    if !has_core_pmu() {
+        assert!(text.contains("no hardware PMU"), "{text}");
+    }
+}
+
+#[test]
+fn every_run_prints_the_verdict_first_and_embeds_the_fingerprint() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let out = run(&[
+        "run",
+        "--event",
+        "cpu-clock",
+        "--migrate",
+        "none",
+        "--workers",
+        "1",
+        "--interrupts",
+        "50",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.starts_with("pseudo-NMI: "), "{stdout}");
+    let r = read_json(&out_dir);
+    assert_eq!(r["fingerprint"]["schema_version"], 1);
+    assert_eq!(r["pseudo_nmi"], r["fingerprint"]["pseudo_nmi"]);
+    assert_eq!(r["stop_reason"], "interrupts");
+    assert!(r["workers"][0]["signals"].as_u64().unwrap() >= 50);
+}
