@@ -37,6 +37,15 @@ use fingerprint::Fingerprint;
 use results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
 use timeline::Anomaly;
 
+/// Prints to stdout, ignoring a closed pipe (`pmustress run | head`): a
+/// reader that went away must not cost us the results file.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -65,14 +74,14 @@ fn env_command(args: &EnvArgs) -> i32 {
     let fp = Fingerprint::collect(Path::new("/"));
     if args.json {
         match serde_json::to_string_pretty(&fp) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => say!("{s}"),
             Err(e) => {
                 eprintln!("error: serialising the fingerprint: {e}");
                 return EXIT_CANNOT_TEST;
             }
         }
     } else {
-        print!("{fp}");
+        say!("{fp}");
     }
     0
 }
@@ -146,8 +155,8 @@ fn run_command(args: &RunArgs) -> i32 {
         }
     };
 
-    println!("{}", fingerprint.verdict_line());
-    println!("{}", report::banner(&cfg));
+    say!("{}", fingerprint.verdict_line());
+    say!("{}", report::banner(&cfg));
     let mut collect = Collect {
         console: report::Console::new(cfg.max_anomaly_lines),
         anomalies: Vec::new(),
@@ -170,13 +179,13 @@ fn run_command(args: &RunArgs) -> i32 {
         collect.anomalies,
         collect.not_recorded,
     );
-    print!("{}", report::summary(&results));
+    say!("{}", report::summary(&results).trim_end());
     if let Some(dir) = &cfg.out {
         if let Err(e) = results.write_json(dir) {
             eprintln!("pmustress: could not save results: {e:#}");
             return EXIT_CANNOT_TEST;
         }
-        println!("results: {}", dir.join("run.json").display());
+        say!("results: {}", dir.join("run.json").display());
     }
     results.exit_status
 }

@@ -6,6 +6,8 @@ a live progress line on a terminal, and the end-of-run summary.
 use std::fmt::Write as _;
 use std::io::Write;
 
+use clap::ValueEnum;
+
 use crate::classify::AnomalyKind;
 use crate::config::{RunConfig, format_cpus};
 use crate::results::{Counts, RunResults, Verdict};
@@ -119,7 +121,7 @@ impl Observer for Console {
 /// The line printed before measuring.
 pub fn banner(cfg: &RunConfig) -> String {
     let mut s = format!(
-        "pmustress: {} workers on CPUs {}, event {}, period {}, skid {} ({}), migrate {:?}",
+        "pmustress: {} workers on CPUs {}, event {}, period {}, skid {} ({}), migrate {}",
         cfg.workers,
         format_cpus(&cfg.cpus),
         cfg.event.description,
@@ -127,6 +129,8 @@ pub fn banner(cfg: &RunConfig) -> String {
         cfg.skid,
         cfg.skid_source,
         cfg.migrate
+            .to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
     );
     if cfg.migrate_interval_ns > 0 {
         let _ = write!(s, " every {} us", cfg.migrate_interval_ns / 1000);
