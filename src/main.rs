@@ -7,23 +7,6 @@ results -> report. Exit statuses follow `git bisect run`: 0 good, 1 bad
 (dropped interrupts), 2 usage, 125 cannot test here.
 */
 
-mod classify;
-mod cli;
-mod config;
-mod cpu;
-mod event;
-mod fingerprint;
-mod kernel;
-mod migrator;
-mod report;
-mod results;
-mod ring;
-mod run;
-mod sample;
-mod signal;
-mod timeline;
-mod worker;
-
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -31,11 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
-use cli::{Cli, Command, EnvArgs, RunArgs};
-use config::{ConfigError, RunConfig};
-use fingerprint::Fingerprint;
-use results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
-use timeline::Anomaly;
+use pmustress::cli::{Cli, Command, EnvArgs, RunArgs};
+use pmustress::config::{ConfigError, RunConfig};
+use pmustress::fingerprint::Fingerprint;
+use pmustress::results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
+use pmustress::timeline::Anomaly;
+use pmustress::{event, kernel, report, run};
 
 /// Prints to stdout, ignoring a closed pipe (`pmustress run | head`): a
 /// reader that went away must not cost us the results file.

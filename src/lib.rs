@@ -1,0 +1,27 @@
+/*!
+pmustress's engine as a library, so the binary, the benches and the fuzz
+targets share one implementation. Data flows one way:
+
+config -> run (worker, migrator, signal, kernel) -> timeline (classify,
+sample) -> results -> report; fingerprint and cpu describe the machine.
+
+Only `kernel` and `signal` (and the fingerprint's one syslog call) contain
+`unsafe`: they are the modules that talk to the kernel.
+*/
+
+pub mod classify;
+pub mod cli;
+pub mod config;
+pub mod cpu;
+pub mod event;
+pub mod fingerprint;
+pub mod kernel;
+pub mod migrator;
+pub mod report;
+pub mod results;
+pub mod ring;
+pub mod run;
+pub mod sample;
+pub mod signal;
+pub mod timeline;
+pub mod worker;
