@@ -23,5 +23,6 @@ pub mod ring;
 pub mod run;
 pub mod sample;
 pub mod signal;
+pub mod stats;
 pub mod timeline;
 pub mod worker;

@@ -202,6 +202,19 @@ pub fn summary(r: &RunResults) -> String {
         t.kernel_samples,
         t.injected
     );
+    if let Some(rate) = &t.dropped_rate
+        && let (Some(pm), Some(lo), Some(hi)) = (
+            rate.per_million,
+            rate.ci_low_per_million,
+            rate.ci_high_per_million,
+        )
+    {
+        let _ = writeln!(
+            s,
+            "dropped rate: {pm:.3} per million overflows (95% CI {lo:.3} .. {hi:.3}, {}; {} of {})",
+            rate.method, rate.events, rate.trials
+        );
+    }
     let secs = r.elapsed_ns as f64 / 1e9;
     let _ = writeln!(
         s,

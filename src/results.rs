@@ -18,6 +18,7 @@ use crate::classify::AnomalyKind;
 use crate::config::RunConfig;
 use crate::fingerprint::{Fingerprint, PseudoNmi};
 use crate::run::{RunRecord, StopReason, WorkerRecord};
+use crate::stats::Rate;
 use crate::timeline::{Anomaly, Mode};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -27,6 +28,9 @@ pub const EXIT_CLEAN: i32 = 0;
 pub const EXIT_DROPPED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_CANNOT_TEST: i32 = 125;
+
+/// Confidence of the intervals reported with rates.
+pub const CONFIDENCE: f64 = 0.95;
 
 /// At most this many anomalies are kept in run.json (all are counted).
 pub const MAX_RECORDED_ANOMALIES: usize = 10_000;
@@ -110,6 +114,9 @@ pub struct Counts {
     pub signal_ring_overflows: u64,
     pub garbled_kernel_bytes: u64,
     pub deltas: DeltaStats,
+    /// Dropped interrupts per million overflows (accounted), with a 95%
+    /// Clopper-Pearson interval.
+    pub dropped_rate: Option<Rate>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -206,6 +213,11 @@ fn counts_of(w: &WorkerRecord, period: u64, mode: Mode) -> Counts {
         signal_ring_overflows: w.signal_ring_overflows,
         garbled_kernel_bytes: w.garbled_kernel_bytes as u64,
         deltas: DeltaStats::of(&w.histogram),
+        dropped_rate: Some(Rate::new(
+            t.dropped_interrupts,
+            t.accounted_overflows,
+            CONFIDENCE,
+        )),
     }
 }
 
@@ -270,6 +282,11 @@ impl RunResults {
             })
             .collect();
         totals.deltas = DeltaStats::of(&merged);
+        totals.dropped_rate = Some(Rate::new(
+            totals.dropped_interrupts,
+            totals.accounted_overflows,
+            CONFIDENCE,
+        ));
 
         let mut warnings = Vec::new();
         if cfg.event.software {
