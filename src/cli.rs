@@ -119,9 +119,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub watchdog: Duration,
 
-    /// Write run.json here (created if missing).
+    /// Results directory (created if missing).
+    /// [default: results/<UTC time>-<host>-<event>]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Also write every delta to deltas.csv.
+    #[arg(long)]
+    pub raw: bool,
 
     /// Print at most this many anomaly lines (all are counted and saved).
     #[arg(long, value_name = "N", default_value_t = 50)]

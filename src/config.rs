@@ -57,7 +57,9 @@ pub struct RunConfig {
     pub mode: Mode,
     pub inject_drop_every: Option<u64>,
     pub watchdog_ns: u64,
-    pub out: Option<PathBuf>,
+    /// Results directory (`--out`, or the default under results/).
+    pub out: PathBuf,
+    pub raw: bool,
     pub max_anomaly_lines: u64,
 }
 
@@ -170,7 +172,15 @@ impl RunConfig {
             mode: args.mode,
             inject_drop_every: args.inject_drop_every,
             watchdog_ns: args.watchdog.as_nanos() as u64,
-            out: args.out.clone(),
+            out: args.out.clone().unwrap_or_else(|| {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+                PathBuf::from("results").join(crate::export::default_dir_name(
+                    std::time::SystemTime::now(),
+                    &host,
+                    &spec.to_string(),
+                ))
+            }),
+            raw: args.raw,
             max_anomaly_lines: args.max_anomaly_lines,
         })
     }

@@ -18,7 +18,8 @@ use pmustress::cli::{Cli, Command, EnvArgs, RunArgs};
 use pmustress::config::{ConfigError, RunConfig};
 use pmustress::fingerprint::Fingerprint;
 use pmustress::results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
-use pmustress::timeline::Anomaly;
+use pmustress::export::ResultsDir;
+use pmustress::timeline::{Anomaly, ClosedWindow};
 use pmustress::{event, kernel, report, run};
 
 /// Prints to stdout, ignoring a closed pipe (`pmustress run | head`): a
@@ -70,16 +71,31 @@ fn env_command(args: &EnvArgs) -> i32 {
     0
 }
 
-/// Console output plus the anomalies kept for run.json.
+/// Console output, the results directory, and the anomalies kept for
+/// run.json.
 struct Collect {
     console: report::Console,
+    files: ResultsDir,
     anomalies: Vec<Anomaly>,
     not_recorded: u64,
 }
 
 impl run::Observer for Collect {
+    fn window(&mut self, w: &ClosedWindow) {
+        self.files.record_window(w);
+    }
+
+    fn tick(&mut self, now_ns: u64) {
+        self.files.tick(now_ns);
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.files.failure()
+    }
+
     fn anomaly(&mut self, a: &Anomaly) {
         self.console.anomaly(a);
+        self.files.record_anomaly(a);
         if self.anomalies.len() < MAX_RECORDED_ANOMALIES {
             self.anomalies.push(a.clone());
         } else {
@@ -93,6 +109,21 @@ impl run::Observer for Collect {
 }
 
 fn run_command(args: &RunArgs) -> i32 {
+    // First Ctrl-C (or SIGTERM) stops the run and keeps what was measured;
+    // a second one exits at once.
+    let sigint = Arc::new(AtomicBool::new(false));
+    let sigterm = Arc::new(AtomicBool::new(false));
+    for (sig, flag) in [(libc::SIGINT, &sigint), (libc::SIGTERM, &sigterm)] {
+        let registered =
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(flag))
+                .and_then(|_| signal_hook::flag::register(sig, Arc::clone(flag)));
+        if let Err(e) = registered {
+            eprintln!(
+                "pmustress: cannot test here: installing the SIGINT/SIGTERM handlers failed: {e}"
+            );
+            return EXIT_CANNOT_TEST;
+        }
+    }
     let allowed = match kernel::allowed_cpus() {
         Ok(cpus) => cpus,
         Err(e) => {
@@ -114,21 +145,6 @@ fn run_command(args: &RunArgs) -> i32 {
         }
     };
 
-    // First Ctrl-C (or SIGTERM) stops the run and keeps what was measured;
-    // a second one exits at once.
-    let sigint = Arc::new(AtomicBool::new(false));
-    let sigterm = Arc::new(AtomicBool::new(false));
-    for (sig, flag) in [(libc::SIGINT, &sigint), (libc::SIGTERM, &sigterm)] {
-        let registered =
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(flag))
-                .and_then(|_| signal_hook::flag::register(sig, Arc::clone(flag)));
-        if let Err(e) = registered {
-            eprintln!(
-                "pmustress: cannot test here: installing the SIGINT/SIGTERM handlers failed: {e}"
-            );
-            return EXIT_CANNOT_TEST;
-        }
-    }
     let stop_signal = || {
         if sigint.load(Ordering::Relaxed) {
             Some(libc::SIGINT)
@@ -139,10 +155,19 @@ fn run_command(args: &RunArgs) -> i32 {
         }
     };
 
+    let argv: Vec<String> = std::env::args().collect();
+    let files = match ResultsDir::create(&cfg.out, &cfg, &argv, cfg.raw) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("error: --out: cannot write results to {}: {e:#}", cfg.out.display());
+            return EXIT_USAGE;
+        }
+    };
     say!("{}", fingerprint.verdict_line());
     say!("{}", report::banner(&cfg));
     let mut collect = Collect {
         console: report::Console::new(cfg.max_anomaly_lines),
+        files,
         anomalies: Vec::new(),
         not_recorded: 0,
     };
@@ -157,19 +182,17 @@ fn run_command(args: &RunArgs) -> i32 {
     collect.console.clear_progress();
     let results = RunResults::new(
         &cfg,
-        std::env::args().collect(),
+        argv,
         &fingerprint,
         &record,
         collect.anomalies,
         collect.not_recorded,
     );
     say!("{}", report::summary(&results).trim_end());
-    if let Some(dir) = &cfg.out {
-        if let Err(e) = results.write_json(dir) {
-            eprintln!("pmustress: could not save results: {e:#}");
-            return EXIT_CANNOT_TEST;
-        }
-        say!("results: {}", dir.join("run.json").display());
+    if let Err(e) = collect.files.finish(kernel::monotonic_ns(), &results) {
+        eprintln!("pmustress: could not save all results in {}: {e:#}", cfg.out.display());
+        return results.exit_status.max(EXIT_CANNOT_TEST);
     }
+    say!("results: {}", cfg.out.display());
     results.exit_status
 }

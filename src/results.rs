@@ -8,9 +8,7 @@ It is written to `run.json` (atomically) and rendered by `report`.
 */
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -387,6 +385,9 @@ impl RunResults {
             ));
         }
 
+        if let StopReason::OutputFailed(e) = &record.stop_reason {
+            inconclusive.push(format!("the run stopped early because results could not be written: {e}"));
+        }
         let (verdict, exit_status) = match record.stop_reason {
             StopReason::Signal(sig) => (Verdict::Interrupted, 128 + sig),
             _ if totals.dropped_interrupts > 0 => (Verdict::Dropped, EXIT_DROPPED),
@@ -404,7 +405,7 @@ impl RunResults {
             pseudo_nmi: fingerprint.pseudo_nmi().clone(),
             fingerprint: serde_json::to_value(fingerprint).unwrap_or(serde_json::Value::Null),
             elapsed_ns: record.elapsed_ns,
-            stop_reason: record.stop_reason,
+            stop_reason: record.stop_reason.clone(),
             injected: cfg.inject_drop_every.is_some(),
             workers,
             totals,
@@ -418,18 +419,5 @@ impl RunResults {
             verdict,
             exit_status,
         }
-    }
-
-    /// Writes `dir/run.json` via a temporary file and rename, so a reader
-    /// never sees half a file.
-    pub fn write_json(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let tmp = dir.join(".run.json.tmp");
-        let path = dir.join("run.json");
-        let text = serde_json::to_string_pretty(self).context("serialising run.json")?;
-        std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-        Ok(())
     }
 }

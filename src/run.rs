@@ -22,7 +22,7 @@ use crate::kernel::{self, EventAttr, SampleRing};
 use crate::migrator::{self, Plan};
 use crate::sample;
 use crate::signal::{self, Slot};
-use crate::timeline::{Anomaly, Mode, Timeline, TimelineConfig, WorkerTotals};
+use crate::timeline::{Anomaly, ClosedWindow, Mode, Timeline, TimelineConfig, WorkerTotals};
 use crate::worker::{self, Finished, WorkerShared, WorkerSpec};
 
 /// How often the controller drains rings.
@@ -32,8 +32,17 @@ const PROGRESS_EVERY_NS: u64 = 250_000_000;
 
 /// Live output while a run goes on.
 pub trait Observer {
+    /// Every judged window, in order per worker.
+    fn window(&mut self, _window: &ClosedWindow) {}
     fn anomaly(&mut self, anomaly: &Anomaly);
     fn progress(&mut self, progress: &Progress);
+    /// Called on every controller pass: a chance to flush.
+    fn tick(&mut self, _now_ns: u64) {}
+    /// Set once the observer can no longer record (e.g. the disk is full):
+    /// the run then stops, keeping what was measured.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,7 +55,7 @@ pub struct Progress {
 }
 
 /// Why the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
     Duration,
@@ -56,6 +65,8 @@ pub enum StopReason {
     Signal(i32),
     /// Every worker stopped on its own (watchdog or setup).
     WorkersGone,
+    /// Results could not be written any more (the reason).
+    OutputFailed(String),
 }
 
 /// One worker's raw outcome.
@@ -226,8 +237,12 @@ pub fn run(
                 }
             }
         }
+        observer.tick(now);
         if let Some(sig) = stop_signal() {
             break StopReason::Signal(sig);
+        }
+        if let Some(e) = observer.failure() {
+            break StopReason::OutputFailed(e);
         }
         if cfg.duration_ns.is_some_and(|d| now - started_ns >= d) {
             break StopReason::Duration;
@@ -332,7 +347,9 @@ fn drain_all(
         for rec in signals {
             l.last_signal_ns = now.min(kernel::monotonic_ns());
             progress.signals += 1;
-            if let Some(a) = l.timeline.add_signal(rec) {
+            let Some(closed) = l.timeline.feed(rec) else { continue };
+            observer.window(&closed.window);
+            if let Some(a) = closed.anomaly {
                 progress.anomalies += 1;
                 progress.dropped += a.dropped;
                 observer.anomaly(&a);

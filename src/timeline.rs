@@ -67,6 +67,23 @@ pub struct Anomaly {
     pub injected: u64,
 }
 
+/// One judged window, ok or not: what `--raw` and the histogram logs record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ClosedWindow {
+    pub worker: usize,
+    pub signal_seq: u64,
+    pub time_ns: u64,
+    pub delta: u64,
+    pub cpu: u32,
+}
+
+/// What feeding a signal closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closed {
+    pub window: ClosedWindow,
+    pub anomaly: Option<Anomaly>,
+}
+
 /// Per-worker counts; every overflow ends up in exactly one bucket.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct WorkerTotals {
@@ -210,6 +227,11 @@ impl Timeline {
 
     /// Feeds one handler record; returns the anomaly it closes, if any.
     pub fn add_signal(&mut self, rec: SignalRecord) -> Option<Anomaly> {
+        self.feed(rec).and_then(|c| c.anomaly)
+    }
+
+    /// Feeds one handler record; returns the window it closes, if any.
+    pub fn feed(&mut self, rec: SignalRecord) -> Option<Closed> {
         match rec.delivery {
             Delivery::SigIo => {
                 self.totals.sigio += 1;
@@ -255,7 +277,7 @@ impl Timeline {
         self.close(window, rec)
     }
 
-    fn close(&mut self, window: Window, rec: SignalRecord) -> Option<Anomaly> {
+    fn close(&mut self, window: Window, rec: SignalRecord) -> Option<Closed> {
         let Window { delta, witness } = window;
         let c = self.cfg;
         let class = classify::classify_delta(delta, c.period, c.skid);
@@ -272,13 +294,23 @@ impl Timeline {
         if cpu_before.is_some_and(|b| b != rec.cpu) {
             self.totals.cpu_changes += 1;
         }
+        let closed = ClosedWindow {
+            worker: c.worker,
+            signal_seq: self.seq,
+            time_ns: rec.time_ns,
+            delta,
+            cpu: rec.cpu,
+        };
         let Some(kind) = j.kind else {
             self.totals.ok += 1;
-            return None;
+            return Some(Closed {
+                window: closed,
+                anomaly: None,
+            });
         };
         bump(&mut self.totals.anomalies, kind, 1);
         bump(&mut self.totals.missed_overflows, kind, j.missed);
-        Some(Anomaly {
+        let anomaly = Some(Anomaly {
             worker: c.worker,
             signal_seq: self.seq,
             time_ns: rec.time_ns,
@@ -293,6 +325,10 @@ impl Timeline {
             since_migration_ns: self.last_move.map(|m| rec.time_ns.saturating_sub(m)),
             kernel_samples: witness.kernel_samples,
             injected: witness.injected,
+        });
+        Some(Closed {
+            window: closed,
+            anomaly,
         })
     }
 
