@@ -30,6 +30,12 @@ use crate::timeline::{Anomaly, ClosedWindow};
 
 const FLUSH_EVERY_NS: u64 = 1_000_000_000;
 
+/// Space held back for the final run.json (at most 1000 anomalies plus the
+/// fingerprint fit well inside), so a disk that fills up during the run
+/// still gets its verdict written.
+pub const RESERVE_BYTES: usize = 2 << 20;
+const RESERVE_NAME: &str = ".reserve-for-run.json";
+
 /// The name of a default results directory: `<UTC time>-<host>-<event>`.
 pub fn default_dir_name(now: SystemTime, host: &str, event: &str) -> String {
     // 2026-11-30T14:24:08Z -> 20261130T142408Z: sortable, no colons.
@@ -40,7 +46,13 @@ pub fn default_dir_name(now: SystemTime, host: &str, event: &str) -> String {
         .collect();
     let clean = |s: &str| -> String {
         s.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                    c
+                } else {
+                    '-'
+                }
+            })
             .collect()
     };
     format!("{stamp}-{}-{}", clean(host.trim()), clean(event))
@@ -51,7 +63,8 @@ pub fn default_dir_name(now: SystemTime, host: &str, event: &str) -> String {
 pub fn write_json_atomically<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
     let path = dir.join(name);
     let tmp = dir.join(format!(".{name}.tmp"));
-    let mut text = serde_json::to_string_pretty(value).with_context(|| format!("serialising {name}"))?;
+    let mut text =
+        serde_json::to_string_pretty(value).with_context(|| format!("serialising {name}"))?;
     text.push('\n');
     let write = || -> std::io::Result<()> {
         let mut f = File::create(&tmp)?;
@@ -62,7 +75,8 @@ pub fn write_json_atomically<T: Serialize>(dir: &Path, name: &str, value: &T) ->
         let _ = std::fs::remove_file(&tmp);
         return Err(e).with_context(|| format!("writing {}", tmp.display()));
     }
-    std::fs::rename(&tmp, &path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    std::fs::rename(&tmp, &path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
 /// What `run.json` says while the run is still going (or if it never ends).
@@ -107,8 +121,18 @@ impl ResultsDir {
     /// Creates the directory and its files before measuring, so an
     /// unwritable path or a full disk is reported before any work is done.
     pub fn create(dir: &Path, cfg: &RunConfig, argv: &[String], raw: bool) -> Result<ResultsDir> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating the results directory {}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the results directory {}", dir.display()))?;
         let started = SystemTime::now();
+        let reserve = dir.join(RESERVE_NAME);
+        std::fs::write(&reserve, vec![0u8; RESERVE_BYTES]).map_err(|e| {
+            let _ = std::fs::remove_file(&reserve);
+            anyhow::anyhow!(
+                "cannot reserve {} MiB for the final run.json in {} ({e}): free some space or choose another directory",
+                RESERVE_BYTES >> 20,
+                dir.display()
+            )
+        })?;
         write_json_atomically(
             dir,
             "run.json",
@@ -118,7 +142,9 @@ impl ResultsDir {
                 note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
                 argv,
                 config: cfg,
-                started_unix_s: started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                started_unix_s: started
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
             },
         )?;
         // Headers are written by hand so that a run without rows still has them.
@@ -206,7 +232,10 @@ impl ResultsDir {
             return;
         }
         self.last_flush_ns = now_ns;
-        if let Err(e) = self.write_intervals(start, now_ns).and_then(|()| self.flush_files()) {
+        if let Err(e) = self
+            .write_intervals(start, now_ns)
+            .and_then(|()| self.flush_files())
+        {
             self.fail(format!("{e:#}"));
         }
     }
@@ -252,7 +281,9 @@ impl ResultsDir {
             raw.flush().context("writing deltas.csv")?;
         }
         for h in &mut self.hlogs {
-            h.file.flush().with_context(|| format!("writing {}", h.path.display()))?;
+            h.file
+                .flush()
+                .with_context(|| format!("writing {}", h.path.display()))?;
         }
         Ok(())
     }
@@ -260,14 +291,26 @@ impl ResultsDir {
     /// Writes the last intervals, deltas.hgrm and the final run.json.
     pub fn finish<T: Serialize>(mut self, now_ns: u64, results: &T) -> Result<()> {
         let start = self.started_ns.unwrap_or(now_ns);
+        let mut tail = Ok(());
         if self.failed.is_none() {
-            self.write_intervals(start, now_ns)?;
-            self.flush_files()?;
-            let mut hgrm = create(&self.dir.join("deltas.hgrm"))?;
-            hgrm.write_all(percentile_distribution(&self.all_deltas).as_bytes())
-                .and_then(|()| hgrm.flush())
-                .context("writing deltas.hgrm")?;
+            tail = self
+                .write_intervals(start, now_ns)
+                .and_then(|()| self.flush_files())
+                .and_then(|()| {
+                    let mut hgrm = create(&self.dir.join("deltas.hgrm"))?;
+                    hgrm.write_all(percentile_distribution(&self.all_deltas).as_bytes())
+                        .and_then(|()| hgrm.flush())
+                        .context("writing deltas.hgrm")
+                });
         }
+        // The verdict matters more than the last second of histograms.
+        self.write_final(results)?;
+        tail
+    }
+
+    /// Gives back the reserved space and writes the verdict into it.
+    fn write_final<T: Serialize>(&self, results: &T) -> Result<()> {
+        let _ = std::fs::remove_file(self.dir.join(RESERVE_NAME));
         write_json_atomically(&self.dir, "run.json", results)
     }
 }
@@ -392,7 +435,10 @@ mod tests {
         let text = percentile_distribution(&h);
         assert!(text.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)\n\n"));
         assert!(text.contains("Total count    =            4]"), "{text}");
-        let last_data = text.lines().rfind(|l| !l.starts_with('#') && !l.is_empty()).unwrap();
+        let last_data = text
+            .lines()
+            .rfind(|l| !l.starts_with('#') && !l.is_empty())
+            .unwrap();
         assert!(last_data.contains("1.000000000000          4"), "{text}");
     }
 
@@ -407,7 +453,9 @@ mod tests {
             let mut buf = Vec::new();
             let mut ser = V2DeflateSerializer::new();
             {
-                let mut log = IntervalLogWriterBuilder::new().begin_log_with(&mut buf, &mut ser).unwrap();
+                let mut log = IntervalLogWriterBuilder::new()
+                    .begin_log_with(&mut buf, &mut ser)
+                    .unwrap();
                 for i in 0..3u64 {
                     let mut h = Histogram::<u64>::new(3).unwrap();
                     for _ in 0..1000 {

@@ -16,9 +16,11 @@ use clap::Parser;
 
 use pmustress::cli::{Cli, Command, EnvArgs, RunArgs};
 use pmustress::config::{ConfigError, RunConfig};
-use pmustress::fingerprint::Fingerprint;
-use pmustress::results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
 use pmustress::export::ResultsDir;
+use pmustress::fingerprint::Fingerprint;
+use pmustress::results::{
+    EXIT_CANNOT_TEST, EXIT_DROPPED, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults,
+};
 use pmustress::timeline::{Anomaly, ClosedWindow};
 use pmustress::{event, kernel, report, run};
 
@@ -159,7 +161,10 @@ fn run_command(args: &RunArgs) -> i32 {
     let files = match ResultsDir::create(&cfg.out, &cfg, &argv, cfg.raw) {
         Ok(files) => files,
         Err(e) => {
-            eprintln!("error: --out: cannot write results to {}: {e:#}", cfg.out.display());
+            eprintln!(
+                "error: --out: cannot write results to {}: {e:#}",
+                cfg.out.display()
+            );
             return EXIT_USAGE;
         }
     };
@@ -190,8 +195,17 @@ fn run_command(args: &RunArgs) -> i32 {
     );
     say!("{}", report::summary(&results).trim_end());
     if let Err(e) = collect.files.finish(kernel::monotonic_ns(), &results) {
-        eprintln!("pmustress: could not save all results in {}: {e:#}", cfg.out.display());
-        return results.exit_status.max(EXIT_CANNOT_TEST);
+        eprintln!(
+            "pmustress: could not save all results in {}: {e:#}",
+            cfg.out.display()
+        );
+        // Drops seen are real even if a file is short; anything else
+        // cannot be trusted as "good".
+        return if results.exit_status == EXIT_DROPPED {
+            EXIT_DROPPED
+        } else {
+            EXIT_CANNOT_TEST
+        };
     }
     say!("results: {}", cfg.out.display());
     results.exit_status

@@ -30,8 +30,9 @@ pub const EXIT_CANNOT_TEST: i32 = 125;
 /// Confidence of the intervals reported with rates.
 pub const CONFIDENCE: f64 = 0.95;
 
-/// At most this many anomalies are kept in run.json (all are counted).
-pub const MAX_RECORDED_ANOMALIES: usize = 10_000;
+/// At most this many anomalies are kept in run.json (all are counted, and
+/// anomalies.csv has every one).
+pub const MAX_RECORDED_ANOMALIES: usize = 1_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -386,7 +387,9 @@ impl RunResults {
         }
 
         if let StopReason::OutputFailed(e) = &record.stop_reason {
-            inconclusive.push(format!("the run stopped early because results could not be written: {e}"));
+            inconclusive.push(format!(
+                "the run stopped early because results could not be written: {e}"
+            ));
         }
         let (verdict, exit_status) = match record.stop_reason {
             StopReason::Signal(sig) => (Verdict::Interrupted, 128 + sig),

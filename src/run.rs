@@ -347,7 +347,9 @@ fn drain_all(
         for rec in signals {
             l.last_signal_ns = now.min(kernel::monotonic_ns());
             progress.signals += 1;
-            let Some(closed) = l.timeline.feed(rec) else { continue };
+            let Some(closed) = l.timeline.feed(rec) else {
+                continue;
+            };
             observer.window(&closed.window);
             if let Some(a) = closed.anomaly {
                 progress.anomalies += 1;

@@ -8,7 +8,16 @@ use crate::util::read_json;
 
 fn start(out: &std::path::Path) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_pmustress"))
-        .args(["run", "--event", "task-clock", "--duration", "30s", "--migrate-interval", "1ms", "--out"])
+        .args([
+            "run",
+            "--event",
+            "task-clock",
+            "--duration",
+            "30s",
+            "--migrate-interval",
+            "1ms",
+            "--out",
+        ])
         .arg(out)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -22,7 +31,10 @@ fn start(out: &std::path::Path) -> std::process::Child {
 fn wait_until_started(out: &std::path::Path) {
     let t = Instant::now();
     while !out.join("run.json").exists() {
-        assert!(t.elapsed() < Duration::from_secs(30), "pmustress never started");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "pmustress never started"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -46,7 +58,11 @@ fn interrupted_at_many_points_leaves_parseable_results() {
             std::thread::sleep(Duration::from_millis(*delay));
             kill(&child, sig);
             let status = child.wait().unwrap();
-            assert_eq!(status.code(), Some(128 + sig), "delay {delay} ms, signal {sig}");
+            assert_eq!(
+                status.code(),
+                Some(128 + sig),
+                "delay {delay} ms, signal {sig}"
+            );
             let r = read_json(&out);
             assert_eq!(r["verdict"], "interrupted", "delay {delay} ms: {r:#}");
             assert_eq!(r["exit_status"], 128 + sig);
@@ -76,5 +92,8 @@ fn a_second_ctrl_c_exits_at_once() {
     assert!(t.elapsed() < Duration::from_secs(25));
     // What was written before the exit still parses.
     let r = read_json(&out);
-    assert!(r["verdict"] == "interrupted" || r["verdict"] == "incomplete", "{r:#}");
+    assert!(
+        r["verdict"] == "interrupted" || r["verdict"] == "incomplete",
+        "{r:#}"
+    );
 }

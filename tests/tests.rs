@@ -6,4 +6,5 @@ mod util;
 mod bad_input;
 mod env;
 mod interrupt;
+mod output;
 mod run_software;
