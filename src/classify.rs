@@ -190,6 +190,13 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
     }
     match class {
         DeltaClass::Ok => {}
+        // A window we emptied on purpose is a drop by construction, even when
+        // jitter (a software clock's) pushed the merged delta off a multiple.
+        DeltaClass::Late | DeltaClass::Early if w.injected > 0 => {
+            j.kind = Some(AnomalyKind::DroppedInterrupt);
+            j.dropped = w.injected;
+            j.missed = j.missed.max(w.injected);
+        }
         DeltaClass::Late => j.kind = Some(AnomalyKind::Late),
         DeltaClass::Early => j.kind = Some(AnomalyKind::Early),
         DeltaClass::Missed { missed } => {
@@ -357,6 +364,24 @@ mod tests {
         assert_eq!(
             (j.kind, j.dropped),
             (Some(AnomalyKind::DroppedInterrupt), 1)
+        );
+    }
+
+    #[test]
+    fn an_injected_window_is_a_drop_even_when_jitter_makes_it_late() {
+        let injected = Witness {
+            injected: 1,
+            ..w(1)
+        };
+        let j = judge(Late, 23_000, P, &injected, true);
+        assert_eq!(
+            (j.kind, j.dropped, j.missed),
+            (Some(AnomalyKind::DroppedInterrupt), 1, 1)
+        );
+        // Without the injection the same window is just late.
+        assert_eq!(
+            judge(Late, 23_000, P, &w(1), true).kind,
+            Some(AnomalyKind::Late)
         );
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::event::EventSpec;
+use crate::evidence::Format;
 use crate::timeline::Mode;
 
 #[derive(Debug, Parser)]
@@ -30,6 +31,37 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Print the machine fingerprint, pseudo-NMI verdict first.
     Env(EnvArgs),
+    /// Summarise results directories for a mailing list (<= 72 columns).
+    Report(ReportArgs),
+    /// Compare two runs or groups of runs: rates, ratio, exact test.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Results directories, or directories of them (a matrix, a bisection).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// How many anomalies to list per run.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub anomalies: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// A results directory, or a directory of them (summed).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The same, to compare with.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]

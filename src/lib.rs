@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod event;
+pub mod evidence;
 pub mod export;
 pub mod fingerprint;
 pub mod kernel;

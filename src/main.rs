@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
-use pmustress::cli::{Cli, Command, EnvArgs, RunArgs};
+use pmustress::cli::{Cli, Command, CompareArgs, EnvArgs, ReportArgs, RunArgs};
 use pmustress::config::{ConfigError, RunConfig};
+use pmustress::evidence::{self, Format, LoadedRun};
 use pmustress::export::ResultsDir;
 use pmustress::fingerprint::Fingerprint;
 use pmustress::results::{
@@ -53,6 +54,8 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Command::Run(args) => run_command(&args),
         Command::Env(args) => env_command(&args),
+        Command::Report(args) => report_command(&args),
+        Command::Compare(args) => compare_command(&args),
     };
     ExitCode::from(status as u8)
 }
@@ -69,6 +72,68 @@ fn env_command(args: &EnvArgs) -> i32 {
         }
     } else {
         say!("{fp}");
+    }
+    0
+}
+
+fn load_groups(dirs: &[std::path::PathBuf]) -> anyhow::Result<Vec<Vec<LoadedRun>>> {
+    evidence::expand(dirs)?
+        .into_iter()
+        .map(|group| group.iter().map(|d| LoadedRun::load(d)).collect())
+        .collect()
+}
+
+fn report_command(args: &ReportArgs) -> i32 {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs) {
+        Ok(groups) => groups.into_iter().flatten().collect(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    match args.format {
+        Format::Json => {
+            let all: Vec<_> = runs.iter().map(evidence::summary).collect();
+            match serde_json::to_string_pretty(&all) {
+                Ok(s) => say!("{s}"),
+                Err(e) => eprintln!("error: {e}"),
+            }
+        }
+        format => say!(
+            "{}",
+            evidence::report(&runs, format, args.anomalies).trim_end()
+        ),
+    }
+    0
+}
+
+fn compare_command(args: &CompareArgs) -> i32 {
+    let groups = match load_groups(&[args.a.clone(), args.b.clone()]) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let a = evidence::Group::of(args.a.display().to_string(), &groups[0]);
+    let b = evidence::Group::of(args.b.display().to_string(), &groups[1]);
+    match args.format {
+        Format::Json => {
+            let p = evidence::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
+            let side = |g: &evidence::Group| {
+                serde_json::json!({
+                    "label": g.label, "runs": g.runs, "overflows": g.overflows,
+                    "dropped": g.dropped, "injected": g.injected,
+                    "rate": pmustress::stats::Rate::new(g.dropped, g.overflows, pmustress::results::CONFIDENCE),
+                })
+            };
+            let v = serde_json::json!({
+                "a": side(&a), "b": side(&b), "p_value": p,
+                "test": "exact conditional binomial test, two-sided",
+            });
+            say!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        _ => say!("{}", evidence::compare(&a, &b).trim_end()),
     }
     0
 }

@@ -7,4 +7,5 @@ mod bad_input;
 mod env;
 mod interrupt;
 mod output;
+mod report;
 mod run_software;

@@ -1,0 +1,639 @@
+/*!
+Reading results back: `pmustress report` and `pmustress compare`.
+
+A results directory is read as written by `export`: run.json (as JSON values,
+so older and newer schema versions still read), the per-worker histogram
+logs (merged into one histogram of deltas) and anomalies.csv. The text form
+fits a mailing list: at most 72 columns, no colour, the command to reproduce,
+the machine, the pseudo-NMI verdict with its evidence, rates with exact
+confidence intervals, a histogram of delta/period and the first anomalies.
+*/
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use serde::Serialize;
+use serde_json::Value;
+use statrs::distribution::{Binomial, Discrete};
+
+use crate::stats::Rate;
+
+pub const WIDTH: usize = 72;
+
+/// One results directory, loaded.
+pub struct LoadedRun {
+    pub dir: PathBuf,
+    pub json: Value,
+    /// All deltas of all workers, from the histogram logs.
+    pub deltas: Histogram<u64>,
+    /// anomalies.csv rows as (header, values).
+    pub anomaly_header: Vec<String>,
+    pub anomaly_rows: Vec<Vec<String>>,
+}
+
+impl LoadedRun {
+    pub fn load(dir: &Path) -> Result<LoadedRun> {
+        let path = dir.join("run.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let json: Value =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let mut deltas = Histogram::<u64>::new(3).context("creating a histogram")?;
+        let mut hlogs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("listing {}", dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "hlog"))
+            .collect();
+        hlogs.sort();
+        for log in &hlogs {
+            merge_log(log, &mut deltas)?;
+        }
+        let (anomaly_header, anomaly_rows) = read_anomalies(&dir.join("anomalies.csv"));
+        Ok(LoadedRun {
+            dir: dir.to_path_buf(),
+            json,
+            deltas,
+            anomaly_header,
+            anomaly_rows,
+        })
+    }
+
+    fn str_at(&self, pointer: &str) -> Option<&str> {
+        self.json.pointer(pointer).and_then(Value::as_str)
+    }
+
+    fn u64_at(&self, pointer: &str) -> u64 {
+        self.json
+            .pointer(pointer)
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    }
+
+    pub fn overflows(&self) -> u64 {
+        self.u64_at("/totals/accounted_overflows")
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.u64_at("/totals/dropped_interrupts")
+    }
+
+    pub fn verdict(&self) -> &str {
+        self.str_at("/verdict").unwrap_or("unknown")
+    }
+
+    pub fn period(&self) -> u64 {
+        self.u64_at("/config/period")
+    }
+
+    /// The exact command, shell-quoted where needed.
+    pub fn command(&self) -> String {
+        let argv: Vec<String> = self
+            .json
+            .pointer("/argv")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(shell_quote)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut argv = argv;
+        if let Some(first) = argv.first_mut() {
+            // The path the binary had on that machine says nothing here.
+            *first = "pmustress".to_string();
+        }
+        argv.join(" ")
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Adds every interval of one HdrHistogram log to `into`.
+pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut de = Deserializer::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        let entry = entry
+            .map_err(|e| anyhow::anyhow!("{}: bad histogram log line: {e:?}", path.display()))?;
+        if let LogEntry::Interval(ilh) = entry {
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(ilh.encoded_histogram())
+                .with_context(|| format!("{}: bad base64 in an interval", path.display()))?;
+            let h: Histogram<u64> = de
+                .deserialize(&mut &raw[..])
+                .map_err(|e| anyhow::anyhow!("{}: bad histogram: {e:?}", path.display()))?;
+            into.add(&h)
+                .map_err(|e| anyhow::anyhow!("{}: cannot merge: {e:?}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn read_anomalies(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let Ok(mut r) = csv::Reader::from_path(path) else {
+        return (Vec::new(), Vec::new());
+    };
+    let header = r
+        .headers()
+        .map(|h| h.iter().map(str::to_string).collect())
+        .unwrap_or_default();
+    let rows = r
+        .records()
+        .flatten()
+        .map(|rec| rec.iter().map(str::to_string).collect())
+        .collect();
+    (header, rows)
+}
+
+/// Expands each argument: a directory with run.json is one run; a directory
+/// without is a group whose subdirectories with run.json are its runs.
+pub fn expand(args: &[PathBuf]) -> Result<Vec<Vec<PathBuf>>> {
+    args.iter()
+        .map(|dir| {
+            if dir.join("run.json").is_file() {
+                return Ok(vec![dir.clone()]);
+            }
+            let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
+                .with_context(|| {
+                    format!(
+                        "{} is neither a results directory nor a group of them",
+                        dir.display()
+                    )
+                })?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("run.json").is_file())
+                .collect();
+            runs.sort();
+            if runs.is_empty() {
+                bail!(
+                    "{} has no run.json, nor subdirectories with one",
+                    dir.display()
+                );
+            }
+            Ok(runs)
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Markdown,
+    Json,
+}
+
+fn wrap_into(out: &mut String, text: &str, indent: &str) {
+    let opts = textwrap::Options::new(WIDTH)
+        .initial_indent(indent)
+        .subsequent_indent("    ")
+        .break_words(true);
+    for line in textwrap::wrap(text, opts) {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+fn machine_line(r: &LoadedRun) -> String {
+    let fp = |p: &str| r.str_at(&format!("/fingerprint{p}"));
+    let mut parts = Vec::new();
+    if let Some(v) = fp("/machine/dmi/sys_vendor/value") {
+        parts.push(v.to_string());
+    }
+    if let Some(v) = fp("/machine/dmi/product_name/value") {
+        parts.push(v.to_string());
+    }
+    if let Some(v) = fp("/machine/virtualization/platform") {
+        parts.push(v.to_string());
+    }
+    let clusters = r
+        .json
+        .pointer("/fingerprint/cpus/clusters")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for c in clusters {
+        let name = c
+            .pointer("/model/name")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        let cpus = c.pointer("/cpus").and_then(Value::as_str).unwrap_or("?");
+        let midr = c
+            .pointer("/id/midr")
+            .and_then(Value::as_u64)
+            .map(|m| format!(" MIDR {m:#010x}"))
+            .unwrap_or_default();
+        parts.push(format!("CPUs {cpus}: {name}{midr}"));
+    }
+    parts.join(", ")
+}
+
+fn kernel_line(r: &LoadedRun) -> String {
+    let fp = |p: &str| {
+        r.str_at(&format!("/fingerprint/kernel{p}/value"))
+            .unwrap_or("?")
+    };
+    format!(
+        "Linux {} {} ({})",
+        fp("/release"),
+        fp("/arch"),
+        fp("/version")
+    )
+}
+
+/// delta/period in quarter-period buckets up to 4x, then everything above.
+pub fn delta_period_buckets(h: &Histogram<u64>, period: u64) -> Vec<(String, u64)> {
+    let mut buckets = vec![0u64; 17];
+    if period > 0 {
+        for v in h.iter_recorded() {
+            let q = (v.value_iterated_to() as f64 / period as f64 * 4.0).round() as usize;
+            buckets[q.min(16)] += v.count_at_value();
+        }
+    }
+    buckets
+        .into_iter()
+        .enumerate()
+        .filter(|(_, n)| *n > 0)
+        .map(|(i, n)| {
+            let label = if i == 16 {
+                ">=4.00".to_string()
+            } else {
+                format!("{:.2}", i as f64 / 4.0)
+            };
+            (label, n)
+        })
+        .collect()
+}
+
+fn histogram_block(out: &mut String, r: &LoadedRun, fence: bool) {
+    let buckets = delta_period_buckets(&r.deltas, r.period());
+    if buckets.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "delta/period, {} deltas (bars on a log scale):",
+        r.deltas.len()
+    );
+    if fence {
+        let _ = writeln!(out, "```");
+    }
+    let max = buckets.iter().map(|(_, n)| *n).max().unwrap_or(1) as f64;
+    let bar_width = 40.0;
+    for (label, n) in buckets {
+        let len = ((n as f64 + 1.0).ln() / (max + 1.0).ln() * bar_width).ceil() as usize;
+        let _ = writeln!(out, "  {label:>6} |{:<40} {n}", "#".repeat(len.max(1)));
+    }
+    if fence {
+        let _ = writeln!(out, "```");
+    }
+}
+
+fn rate_cells(overflows: u64, dropped: u64) -> (String, String) {
+    let rate = Rate::new(dropped, overflows, crate::results::CONFIDENCE);
+    match (
+        rate.per_million,
+        rate.ci_low_per_million,
+        rate.ci_high_per_million,
+    ) {
+        (Some(pm), Some(lo), Some(hi)) => (format!("{pm:.3}"), format!("{lo:.3}..{hi:.3}")),
+        _ => ("-".into(), "-".into()),
+    }
+}
+
+/// The `pmustress report` text or markdown.
+pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> String {
+    let md = format == Format::Markdown;
+    let mut s = String::new();
+    for r in runs {
+        let title = format!(
+            "{} (verdict: {}, exit {})",
+            r.dir.display(),
+            r.verdict(),
+            r.u64_at("/exit_status")
+        );
+        if md {
+            let _ = writeln!(s, "### {title}\n");
+        } else {
+            wrap_into(&mut s, &format!("== {title}"), "");
+        }
+        if r.json.get("injected").and_then(Value::as_bool) == Some(true) {
+            wrap_into(
+                &mut s,
+                "SELF-TEST: drops were injected on purpose (--inject-drop-every); this run proves the detector, not the machine.",
+                "",
+            );
+        }
+        if r.json
+            .pointer("/config/event/software")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            wrap_into(&mut s, "software event: does not test the PMU.", "");
+        }
+        wrap_into(&mut s, &format!("machine: {}", machine_line(r)), "");
+        wrap_into(&mut s, &format!("kernel: {}", kernel_line(r)), "");
+        let verdict = r.str_at("/pseudo_nmi/verdict").unwrap_or("unknown");
+        wrap_into(&mut s, &format!("pseudo-NMI: {verdict}"), "");
+        if let Some(ev) = r
+            .json
+            .pointer("/pseudo_nmi/evidence")
+            .and_then(Value::as_array)
+        {
+            for e in ev.iter().filter_map(Value::as_str).take(2) {
+                wrap_into(&mut s, &format!("evidence: {e}"), "  ");
+            }
+        }
+        let event = r.str_at("/config/event/description").unwrap_or("?");
+        wrap_into(
+            &mut s,
+            &format!(
+                "event: {event}; period {}, skid {}",
+                r.period(),
+                r.u64_at("/config/skid")
+            ),
+            "",
+        );
+        if md {
+            let _ = writeln!(s, "\nreproduce:\n\n```\n{}\n```\n", r.command());
+        } else {
+            wrap_into(&mut s, &format!("reproduce: {}", r.command()), "");
+        }
+        let secs = r.u64_at("/elapsed_ns") as f64 / 1e9;
+        let (pm, ci) = rate_cells(r.overflows(), r.dropped());
+        if md {
+            let _ = writeln!(
+                s,
+                "| overflows | dropped | per million | 95% CI | seconds |"
+            );
+            let _ = writeln!(s, "|---:|---:|---:|---:|---:|");
+            let _ = writeln!(
+                s,
+                "| {} | {} | {pm} | {ci} | {secs:.1} |\n",
+                r.overflows(),
+                r.dropped()
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{:>12} {:>9} {:>12} {:>22} {:>7}",
+                "overflows", "dropped", "per million", "95% CI", "seconds"
+            );
+            let _ = writeln!(
+                s,
+                "{:>12} {:>9} {pm:>12} {ci:>22} {secs:>7.1}",
+                r.overflows(),
+                r.dropped()
+            );
+        }
+        if let Some(kinds) = r
+            .json
+            .pointer("/totals/anomalies")
+            .and_then(Value::as_object)
+            && !kinds.is_empty()
+        {
+            let list: Vec<String> = kinds.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            wrap_into(&mut s, &format!("anomaly windows: {}", list.join(", ")), "");
+        }
+        for key in ["/warnings", "/inconclusive_because"] {
+            for w in r
+                .json
+                .pointer(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                wrap_into(&mut s, &format!("note: {w}"), "");
+            }
+        }
+        histogram_block(&mut s, r, md);
+        if !r.anomaly_rows.is_empty() && first_anomalies > 0 {
+            let _ = writeln!(
+                s,
+                "first {} of {} anomalies:",
+                first_anomalies.min(r.anomaly_rows.len()),
+                r.anomaly_rows.len()
+            );
+            let col = |row: &Vec<String>, name: &str| {
+                r.anomaly_header
+                    .iter()
+                    .position(|h| h == name)
+                    .and_then(|i| row.get(i).cloned())
+                    .unwrap_or_default()
+            };
+            for row in r.anomaly_rows.iter().take(first_anomalies) {
+                let since = col(row, "ns_since_migration");
+                let since = since
+                    .parse::<u64>()
+                    .map(|ns| format!(", {} us after migration", ns / 1000))
+                    .unwrap_or_default();
+                let line = format!(
+                    "worker {} #{}: delta {} {} ({} missed), cpu {} -> {}{since}",
+                    col(row, "worker"),
+                    col(row, "signal_seq"),
+                    col(row, "delta"),
+                    col(row, "kind"),
+                    col(row, "overflows_missed"),
+                    col(row, "cpu_before"),
+                    col(row, "cpu_after"),
+                );
+                wrap_into(&mut s, &line, if md { "- " } else { "  " });
+            }
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// The JSON form of a report: one object per run.
+#[derive(Serialize)]
+pub struct RunSummary {
+    pub dir: String,
+    pub verdict: String,
+    pub exit_status: u64,
+    pub injected: bool,
+    pub pseudo_nmi: Value,
+    pub command: String,
+    pub overflows: u64,
+    pub dropped: u64,
+    pub rate: Rate,
+}
+
+pub fn summary(r: &LoadedRun) -> RunSummary {
+    RunSummary {
+        dir: r.dir.display().to_string(),
+        verdict: r.verdict().to_string(),
+        exit_status: r.u64_at("/exit_status"),
+        injected: r
+            .json
+            .get("injected")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        pseudo_nmi: r.json.get("pseudo_nmi").cloned().unwrap_or(Value::Null),
+        command: r.command(),
+        overflows: r.overflows(),
+        dropped: r.dropped(),
+        rate: Rate::new(r.dropped(), r.overflows(), crate::results::CONFIDENCE),
+    }
+}
+
+/// Two-sided exact conditional test that two binomial rates are equal:
+/// given x = xa + xb drops, xa ~ Binomial(x, na / (na + nb)) under the null
+/// (Przyborowski & Wilenski 1940); the p-value sums the probabilities of
+/// outcomes no more likely than the one seen (as R's binom.test does).
+pub fn rates_differ_p(xa: u64, na: u64, xb: u64, nb: u64) -> Option<f64> {
+    if na == 0 || nb == 0 {
+        return None;
+    }
+    let x = xa + xb;
+    if x == 0 {
+        return Some(1.0);
+    }
+    let p = na as f64 / (na + nb) as f64;
+    let dist = Binomial::new(p, x).ok()?;
+    let observed = dist.pmf(xa);
+    // Relative tolerance as in R, so ties are not lost to rounding.
+    let limit = observed * (1.0 + 1e-7);
+    Some(
+        (0..=x)
+            .map(|k| dist.pmf(k))
+            .filter(|&q| q <= limit)
+            .sum::<f64>()
+            .min(1.0),
+    )
+}
+
+/// A group of runs summed: overflows and drops add.
+pub struct Group {
+    pub label: String,
+    pub runs: usize,
+    pub overflows: u64,
+    pub dropped: u64,
+    pub injected: bool,
+}
+
+impl Group {
+    pub fn of(label: String, runs: &[LoadedRun]) -> Group {
+        Group {
+            label,
+            runs: runs.len(),
+            overflows: runs.iter().map(LoadedRun::overflows).sum(),
+            dropped: runs.iter().map(LoadedRun::dropped).sum(),
+            injected: runs
+                .iter()
+                .any(|r| r.json.get("injected").and_then(Value::as_bool) == Some(true)),
+        }
+    }
+}
+
+pub fn compare(a: &Group, b: &Group) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<10} {:>5} {:>12} {:>8} {:>11} {:>20}",
+        "", "runs", "overflows", "dropped", "per million", "95% CI"
+    );
+    for (name, g) in [("A", a), ("B", b)] {
+        let (pm, ci) = rate_cells(g.overflows, g.dropped);
+        let _ = writeln!(
+            s,
+            "{name:<10} {:>5} {:>12} {:>8} {pm:>11} {ci:>20}",
+            g.runs, g.overflows, g.dropped
+        );
+    }
+    wrap_into(&mut s, &format!("A: {}", a.label), "");
+    wrap_into(&mut s, &format!("B: {}", b.label), "");
+    let ra = a.dropped as f64 / a.overflows.max(1) as f64;
+    let rb = b.dropped as f64 / b.overflows.max(1) as f64;
+    let ratio = if rb > 0.0 {
+        format!("{:.3}", ra / rb)
+    } else if ra > 0.0 {
+        "infinite (B has no drops)".to_string()
+    } else {
+        "undefined (no drops in either)".to_string()
+    };
+    let _ = writeln!(s, "rate ratio A/B: {ratio}");
+    match rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows) {
+        Some(p) => {
+            let verdict = if p < 0.05 {
+                "the rates differ (p < 0.05)"
+            } else {
+                "no significant difference at p < 0.05"
+            };
+            wrap_into(
+                &mut s,
+                &format!("exact conditional binomial test, two-sided: p = {p:.3e}: {verdict}"),
+                "",
+            );
+        }
+        None => {
+            let _ = writeln!(s, "no test: a side has no overflows");
+        }
+    }
+    if a.injected || b.injected {
+        wrap_into(&mut s, "note: a side contains injected self-test runs", "");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_test_matches_known_values() {
+        // Equal exposure, 10 vs 0: p = 2 * 0.5^10 = 0.001953125.
+        let p = rates_differ_p(10, 1000, 0, 1000).unwrap();
+        assert!((p - 0.001953125).abs() < 1e-12, "{p}");
+        // 5 vs 5 on equal exposure: no evidence at all.
+        assert!((rates_differ_p(5, 1000, 5, 1000).unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(rates_differ_p(0, 10, 0, 10), Some(1.0));
+        assert_eq!(rates_differ_p(1, 0, 0, 10), None);
+        // Unequal exposure, R: binom.test(3, 10, p = 1/3)$p.value = 1.
+        assert!((rates_differ_p(3, 100, 7, 200).unwrap() - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn buckets_put_missed_overflows_at_multiples() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for _ in 0..1000 {
+            h.record(100_000).unwrap();
+        }
+        for _ in 0..7 {
+            h.record(200_000).unwrap();
+        }
+        h.record(3_000_000).unwrap();
+        let b = delta_period_buckets(&h, 100_000);
+        assert_eq!(
+            b,
+            vec![
+                ("1.00".to_string(), 1000),
+                ("2.00".to_string(), 7),
+                (">=4.00".to_string(), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("--period"), "--period");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+}
