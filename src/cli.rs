@@ -133,6 +133,21 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
     pub stop_after_anomalies: Option<u64>,
 
+    /// Bisect mode: run until zero dropped interrupts would prove the rate is
+    /// below this many per overflow (e.g. 0.0001) at --confidence; stop as
+    /// bad at the first dropped interrupt.
+    #[arg(long, value_name = "R", value_parser = parse_rate, conflicts_with = "baseline")]
+    pub bad_rate: Option<f64>,
+
+    /// Bisect mode with the bad rate taken from a known bad run (the lower
+    /// end of its 95% interval, to be conservative).
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+
+    /// Confidence for bisect mode.
+    #[arg(long, value_name = "C", default_value = "0.99", value_parser = parse_confidence)]
+    pub confidence: f64,
+
     /// Count kernel mode too (needs perf_event_paranoid <= 1 or CAP_PERFMON).
     #[arg(long)]
     pub include_kernel: bool,
@@ -189,6 +204,24 @@ fn parse_workers(s: &str) -> Result<usize, String> {
         _ => Err(format!(
             "expected a number of threads from 1 to {}, got {s:?}",
             crate::signal::MAX_WORKERS
+        )),
+    }
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r < 1.0 => Ok(r),
+        _ => Err(format!(
+            "expected dropped interrupts per overflow, above 0 and below 1 (e.g. 0.0001 for 100 per million), got {s:?}"
+        )),
+    }
+}
+
+fn parse_confidence(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(c) if c > 0.0 && c < 1.0 => Ok(c),
+        _ => Err(format!(
+            "expected a confidence above 0 and below 1 (e.g. 0.99), got {s:?}"
         )),
     }
 }

@@ -36,6 +36,75 @@ fn usage(flag: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Bisect mode: how many overflows without a drop make a "good".
+#[derive(Debug, Clone, Serialize)]
+pub struct Bisect {
+    /// Dropped interrupts per overflow that a bad kernel shows.
+    pub bad_rate: f64,
+    /// Where the bad rate came from (--bad-rate, or the baseline run).
+    pub bad_rate_source: String,
+    pub confidence: f64,
+    /// Overflows needed: zero drops in this many bound the rate below
+    /// `bad_rate` at `confidence` (one-sided).
+    pub overflows_needed: u64,
+}
+
+impl Bisect {
+    fn plan(args: &RunArgs) -> Result<Option<Bisect>, ConfigError> {
+        let (bad_rate, source) = match (args.bad_rate, &args.baseline) {
+            (Some(r), _) => (r, "--bad-rate".to_string()),
+            (None, Some(dir)) => {
+                let run = crate::evidence::LoadedRun::load(dir).map_err(|e| {
+                    usage(
+                        "--baseline",
+                        format!("{e:#}; expected a results directory with run.json"),
+                    )
+                })?;
+                let rate = crate::stats::Rate::new(
+                    run.dropped(),
+                    run.overflows(),
+                    crate::results::CONFIDENCE,
+                );
+                let low = rate.ci_low_per_million.unwrap_or(0.0) / 1e6;
+                if run.dropped() == 0 || low <= 0.0 {
+                    return Err(usage(
+                        "--baseline",
+                        format!(
+                            "{} shows no dropped interrupt, so it cannot define a bad rate; give a bad run or --bad-rate",
+                            dir.display()
+                        ),
+                    ));
+                }
+                (
+                    low,
+                    format!(
+                        "baseline {}: {} dropped in {} overflows, lower end of the 95% interval",
+                        dir.display(),
+                        run.dropped(),
+                        run.overflows()
+                    ),
+                )
+            }
+            (None, None) => return Ok(None),
+        };
+        let needed = crate::stats::trials_to_bound(bad_rate, args.confidence).ok_or_else(|| {
+            usage(
+                "--bad-rate",
+                format!(
+                    "cannot plan for rate {bad_rate} at confidence {}",
+                    args.confidence
+                ),
+            )
+        })?;
+        Ok(Some(Bisect {
+            bad_rate,
+            bad_rate_source: source,
+            confidence: args.confidence,
+            overflows_needed: needed,
+        }))
+    }
+}
+
 /// Everything a run needs, validated; recorded verbatim in the results.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunConfig {
@@ -53,6 +122,8 @@ pub struct RunConfig {
     pub duration_ns: Option<u64>,
     pub interrupts_per_worker: Option<u64>,
     pub stop_after_anomalies: Option<u64>,
+    /// Bisect mode: the plan, when asked for.
+    pub bisect: Option<Bisect>,
     pub include_kernel: bool,
     pub mode: Mode,
     pub inject_drop_every: Option<u64>,
@@ -151,9 +222,11 @@ impl RunConfig {
                 ),
             ));
         }
-        let duration = match (args.duration, args.interrupts) {
-            (None, None) => Some(Duration::from_secs(10)),
-            (d, _) => d,
+        let bisect = Bisect::plan(args)?;
+        let duration = match (args.duration, args.interrupts, &bisect) {
+            // Bisect mode runs until its overflow budget unless told otherwise.
+            (None, None, None) => Some(Duration::from_secs(10)),
+            (d, _, _) => d,
         };
         Ok(RunConfig {
             event,
@@ -168,6 +241,7 @@ impl RunConfig {
             duration_ns: duration.map(|d| d.as_nanos() as u64),
             interrupts_per_worker: args.interrupts,
             stop_after_anomalies: args.stop_after_anomalies,
+            bisect,
             include_kernel: args.include_kernel,
             mode: args.mode,
             inject_drop_every: args.inject_drop_every,

@@ -235,6 +235,15 @@ fn run_command(args: &RunArgs) -> i32 {
     };
     say!("{}", fingerprint.verdict_line());
     say!("{}", report::banner(&cfg));
+    if let Some(b) = &cfg.bisect {
+        say!(
+            "bisect: zero dropped interrupts in {} overflows will show the rate is below {:.3} per million at {} confidence ({}); the run stops as bad at the first dropped interrupt",
+            b.overflows_needed,
+            b.bad_rate * 1e6,
+            b.confidence,
+            b.bad_rate_source
+        );
+    }
     let mut collect = Collect {
         console: report::Console::new(cfg.max_anomaly_lines),
         files,

@@ -391,6 +391,15 @@ impl RunResults {
                 "the run stopped early because results could not be written: {e}"
             ));
         }
+        if let Some(b) = &cfg.bisect
+            && totals.dropped_interrupts == 0
+            && totals.accounted_overflows < b.overflows_needed
+        {
+            inconclusive.push(format!(
+                "bisect: only {} of the {} overflows needed were measured, too few to call this kernel good",
+                totals.accounted_overflows, b.overflows_needed
+            ));
+        }
         let (verdict, exit_status) = match record.stop_reason {
             StopReason::Signal(sig) => (Verdict::Interrupted, 128 + sig),
             _ if totals.dropped_interrupts > 0 => (Verdict::Dropped, EXIT_DROPPED),

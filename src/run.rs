@@ -52,6 +52,8 @@ pub struct Progress {
     pub anomalies: u64,
     pub dropped: u64,
     pub moves: u64,
+    /// Overflows the judged windows account for, all workers.
+    pub overflows: u64,
 }
 
 /// Why the run ended.
@@ -67,6 +69,10 @@ pub enum StopReason {
     WorkersGone,
     /// Results could not be written any more (the reason).
     OutputFailed(String),
+    /// Bisect mode: enough overflows without a drop.
+    BisectGood,
+    /// Bisect mode: the first dropped interrupt.
+    BisectBad,
 }
 
 /// One worker's raw outcome.
@@ -253,6 +259,14 @@ pub fn run(
         {
             break StopReason::Anomalies;
         }
+        if let Some(b) = &cfg.bisect {
+            if progress.dropped > 0 {
+                break StopReason::BisectBad;
+            }
+            if progress.overflows >= b.overflows_needed {
+                break StopReason::BisectGood;
+            }
+        }
         if handles.iter().all(|h| h.stop.load(Ordering::Relaxed)) {
             let by_budget = cfg.interrupts_per_worker.is_some()
                 && live.iter().flatten().all(|l| l.stalled.is_none());
@@ -347,9 +361,11 @@ fn drain_all(
         for rec in signals {
             l.last_signal_ns = now.min(kernel::monotonic_ns());
             progress.signals += 1;
+            let before = l.timeline.totals().accounted_overflows;
             let Some(closed) = l.timeline.feed(rec) else {
                 continue;
             };
+            progress.overflows += l.timeline.totals().accounted_overflows - before;
             observer.window(&closed.window);
             if let Some(a) = closed.anomaly {
                 progress.anomalies += 1;

@@ -4,6 +4,7 @@
 mod util;
 
 mod bad_input;
+mod bisect;
 mod env;
 mod interrupt;
 mod output;

@@ -1,0 +1,90 @@
+//! Bisect mode: run until zero drops would prove the rate below R, stop
+//! as bad at the first drop, and never call a short run good.
+
+use crate::util::{read_json, run, u64_at};
+
+fn bisect(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let mut argv = vec![
+        "run",
+        "--event",
+        "task-clock",
+        "--migrate-interval",
+        "1ms",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    argv.extend_from_slice(extra);
+    let o = run(&argv);
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        read_json(&out),
+    )
+}
+
+#[test]
+fn enough_clean_overflows_make_a_good_kernel() {
+    let (code, stdout, r) = bisect(&["--bad-rate", "0.001", "--confidence", "0.99"]);
+    // ln(0.01) / ln(1 - 0.001) = 4602.9 -> 4603 overflows.
+    assert!(
+        stdout.contains("zero dropped interrupts in 4603 overflows"),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(r["stop_reason"], "bisect-good");
+    assert_eq!(u64_at(&r, "/config/bisect/overflows_needed"), 4603);
+    assert!(u64_at(&r, "/totals/accounted_overflows") >= 4603);
+}
+
+#[test]
+fn the_first_drop_makes_a_bad_kernel() {
+    let (code, stdout, r) = bisect(&["--bad-rate", "0.000001", "--inject-drop-every", "40"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(r["stop_reason"], "bisect-bad");
+    assert!(u64_at(&r, "/totals/dropped_interrupts") >= 1);
+    // It stopped at the first drop, long before 4.6 million overflows.
+    assert!(u64_at(&r, "/totals/accounted_overflows") < 100_000);
+}
+
+#[test]
+fn a_run_cut_short_is_never_good() {
+    let (code, stdout, r) = bisect(&["--bad-rate", "0.000001", "--duration", "1s"]);
+    assert_eq!(code, Some(125), "{stdout}");
+    assert!(
+        r["inconclusive_because"]
+            .to_string()
+            .contains("bisect: only"),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn baseline_takes_the_rate_from_a_bad_run() {
+    let (code, stdout, r) = bisect(&[
+        "--baseline",
+        "tests/fixtures/results/task-clock-injected",
+        "--inject-drop-every",
+        "40",
+    ]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let source = r["config"]["bisect"]["bad_rate_source"].as_str().unwrap();
+    assert!(source.contains("task-clock-injected"), "{source}");
+    let needed = u64_at(&r, "/config/bisect/overflows_needed");
+    assert!((1..1000).contains(&needed), "{needed}");
+}
+
+#[test]
+fn a_clean_baseline_cannot_define_a_bad_rate() {
+    let o = run(&[
+        "run",
+        "--event",
+        "task-clock",
+        "--baseline",
+        "tests/fixtures/results/task-clock-clean",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--baseline"), "{stderr}");
+}
