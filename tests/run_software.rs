@@ -127,3 +127,17 @@ fn branches_without_a_pmu_cannot_test_and_suggest_task_clock() {
     assert!(stderr.contains("--event task-clock"), "{stderr}");
     assert!(stderr.contains("/sys/bus/event_source/devices"), "{stderr}");
 }
+
+#[test]
+fn reset_mode_rearms_after_every_signal() {
+    let (code, stdout, r) = run_task_clock(&["--mode", "reset"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(r["config"]["mode"], "reset");
+    for w in r["workers"].as_array().unwrap() {
+        assert_eq!(u64_at(w, "/signals"), u64_at(w, "/kernel_samples"), "{w:#}");
+        assert_eq!(u64_at(w, "/dropped_interrupts"), 0);
+        // The read value is the count since the re-arm: about one period.
+        let p50 = u64_at(w, "/deltas/p50");
+        assert!((750_000..=1_250_000).contains(&p50), "{p50}");
+    }
+}
