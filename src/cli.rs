@@ -69,6 +69,11 @@ pub struct EnvArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+
+    /// Read the machine under this directory instead of / (a mounted image,
+    /// a copy of another machine's /proc and /sys).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
 }
 
 /// How the migrator moves workers between the CPUs of the set.

@@ -61,7 +61,11 @@ fn main() -> ExitCode {
 }
 
 fn env_command(args: &EnvArgs) -> i32 {
-    let fp = Fingerprint::collect(Path::new("/"));
+    if !args.root.is_dir() {
+        eprintln!("error: --root: {} is not a directory", args.root.display());
+        return EXIT_USAGE;
+    }
+    let fp = Fingerprint::collect(&args.root);
     if args.json {
         match serde_json::to_string_pretty(&fp) {
             Ok(s) => say!("{s}"),

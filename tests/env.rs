@@ -54,3 +54,21 @@ fn every_run_prints_the_verdict_first_and_embeds_the_fingerprint() {
     assert_eq!(r["stop_reason"], "interrupts");
     assert!(r["workers"][0]["signals"].as_u64().unwrap() >= 50);
 }
+
+#[test]
+fn env_reads_another_root() {
+    let cases = [
+        ("graviton3-c7g-nmi-enabled", "enabled"),
+        ("graviton2-c6g-6.1-disabled", "disabled"),
+        ("debian-6.1-arm64-param-not-built", "not-built"),
+    ];
+    for (fixture, verdict) in cases {
+        let root = format!("tests/fixtures/fingerprint/{fixture}");
+        let out = run(&["env", "--json", "--root", &root]);
+        assert_eq!(out.status.code(), Some(0));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["pseudo_nmi"]["verdict"], verdict, "{fixture}");
+    }
+    let out = run(&["env", "--root", "/nonexistent"]);
+    assert_eq!(out.status.code(), Some(2));
+}
