@@ -184,10 +184,7 @@ impl RunConfig {
                 ),
             ));
         }
-        if let (Some(out), true) = (
-            &args.out,
-            args.out.as_ref().is_some_and(|o| o.exists() && !o.is_dir()),
-        ) {
+        if let Some(out) = args.out.as_ref().filter(|o| o.exists() && !o.is_dir()) {
             return Err(usage(
                 "--out",
                 format!(
