@@ -19,6 +19,7 @@ pub mod export;
 pub mod fingerprint;
 pub mod kernel;
 pub mod migrator;
+pub mod plot;
 pub mod report;
 pub mod results;
 pub mod ring;

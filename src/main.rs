@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
-use pmustress::cli::{Cli, Command, CompareArgs, EnvArgs, ReportArgs, RunArgs};
+use pmustress::cli::{Cli, Command, CompareArgs, EnvArgs, PlotArgs, ReportArgs, RunArgs};
 use pmustress::config::{ConfigError, RunConfig};
 use pmustress::evidence::{self, Format, LoadedRun};
 use pmustress::export::ResultsDir;
@@ -56,6 +56,7 @@ fn main() -> ExitCode {
         Command::Env(args) => env_command(&args),
         Command::Report(args) => report_command(&args),
         Command::Compare(args) => compare_command(&args),
+        Command::Plot(args) => plot_command(&args),
     };
     ExitCode::from(status as u8)
 }
@@ -136,6 +137,23 @@ fn compare_command(args: &CompareArgs) -> i32 {
         _ => say!("{}", evidence::compare(&a, &b).trim_end()),
     }
     0
+}
+
+fn plot_command(args: &PlotArgs) -> i32 {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs) {
+        Ok(groups) => groups.into_iter().flatten().collect(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    match pmustress::plot::render(&runs, &args.output) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: -o {}: {e:#}", args.output.path.display());
+            EXIT_USAGE
+        }
+    }
 }
 
 /// Console output, the results directory, and the anomalies kept for

@@ -7,5 +7,6 @@ mod bad_input;
 mod env;
 mod interrupt;
 mod output;
+mod plot;
 mod report;
 mod run_software;
