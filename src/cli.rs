@@ -38,6 +38,15 @@ pub enum Command {
     /// Draw the histogram of delta/period and the anomalies over time (SVG
     /// or PNG).
     Plot(PlotArgs),
+    /// Print a shell completion script (e.g. `pmustress completions bash >
+    /// ~/.local/share/bash-completion/completions/pmustress`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) for all commands, e.g. `pmustress man >
+    /// pmustress.1`.
+    Man,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ pub mod evidence;
 pub mod export;
 pub mod fingerprint;
 pub mod kernel;
+pub mod manual;
 pub mod migrator;
 pub mod plot;
 pub mod report;

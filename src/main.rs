@@ -57,6 +57,11 @@ fn main() -> ExitCode {
         Command::Report(args) => report_command(&args),
         Command::Compare(args) => compare_command(&args),
         Command::Plot(args) => plot_command(&args),
+        Command::Completions { shell } => {
+            pmustress::manual::completions(shell, &mut std::io::stdout().lock());
+            0
+        }
+        Command::Man => man_command(),
     };
     ExitCode::from(status as u8)
 }
@@ -153,6 +158,16 @@ fn plot_command(args: &PlotArgs) -> i32 {
             eprintln!("error: -o {}: {e:#}", args.output.path.display());
             EXIT_USAGE
         }
+    }
+}
+
+fn man_command() -> i32 {
+    match pmustress::manual::man_page(&mut std::io::stdout().lock()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("error: writing the man page: {e}");
+            EXIT_CANNOT_TEST
+        }
+        _ => 0,
     }
 }
 

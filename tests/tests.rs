@@ -4,6 +4,7 @@
 mod util;
 
 mod bad_input;
+mod completions;
 mod env;
 mod interrupt;
 mod output;
