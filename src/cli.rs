@@ -35,6 +35,31 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two runs or groups of runs: rates, ratio, exact test.
     Compare(CompareArgs),
+    /// Draw the histogram of delta/period and the anomalies over time (SVG
+    /// or PNG).
+    Plot(PlotArgs),
+    /// Print a shell completion script (e.g. `pmustress completions bash >
+    /// ~/.local/share/bash-completion/completions/pmustress`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) for all commands, e.g. `pmustress man >
+    /// pmustress.1`.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Results directories, or directories of them; each run gets its own
+    /// row of the image (stacked, not overlaid).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+
+    /// The image to write: FILE.svg or FILE.png (the extension picks the
+    /// format).
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::plot::parse_output)]
+    pub output: crate::plot::Output,
 }
 
 #[derive(Debug, Args)]

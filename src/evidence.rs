@@ -256,16 +256,31 @@ fn kernel_line(r: &LoadedRun) -> String {
     )
 }
 
+/// Counts of delta/period in bins of 1/`per_period` of a period: bin `i`
+/// holds the deltas that round to `i / per_period` periods, so each multiple
+/// of the period is the centre of a bin. The last bin, at `max_multiple`,
+/// also holds everything above. Empty when `period` is 0.
+pub fn delta_period_bins(
+    h: &Histogram<u64>,
+    period: u64,
+    per_period: usize,
+    max_multiple: usize,
+) -> Vec<u64> {
+    if period == 0 {
+        return Vec::new();
+    }
+    let last = per_period * max_multiple;
+    let mut bins = vec![0u64; last + 1];
+    for v in h.iter_recorded() {
+        let q = (v.value_iterated_to() as f64 / period as f64 * per_period as f64).round();
+        bins[(q as usize).min(last)] += v.count_at_value();
+    }
+    bins
+}
+
 /// delta/period in quarter-period buckets up to 4x, then everything above.
 pub fn delta_period_buckets(h: &Histogram<u64>, period: u64) -> Vec<(String, u64)> {
-    let mut buckets = vec![0u64; 17];
-    if period > 0 {
-        for v in h.iter_recorded() {
-            let q = (v.value_iterated_to() as f64 / period as f64 * 4.0).round() as usize;
-            buckets[q.min(16)] += v.count_at_value();
-        }
-    }
-    buckets
+    delta_period_bins(h, period, 4, 4)
         .into_iter()
         .enumerate()
         .filter(|(_, n)| *n > 0)

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
-use pmustress::cli::{Cli, Command, CompareArgs, EnvArgs, ReportArgs, RunArgs};
+use pmustress::cli::{Cli, Command, CompareArgs, EnvArgs, PlotArgs, ReportArgs, RunArgs};
 use pmustress::config::{ConfigError, RunConfig};
 use pmustress::evidence::{self, Format, LoadedRun};
 use pmustress::export::ResultsDir;
@@ -56,6 +56,12 @@ fn main() -> ExitCode {
         Command::Env(args) => env_command(&args),
         Command::Report(args) => report_command(&args),
         Command::Compare(args) => compare_command(&args),
+        Command::Plot(args) => plot_command(&args),
+        Command::Completions { shell } => {
+            pmustress::manual::completions(shell, &mut std::io::stdout().lock());
+            0
+        }
+        Command::Man => man_command(),
     };
     ExitCode::from(status as u8)
 }
@@ -140,6 +146,33 @@ fn compare_command(args: &CompareArgs) -> i32 {
         _ => say!("{}", evidence::compare(&a, &b).trim_end()),
     }
     0
+}
+
+fn plot_command(args: &PlotArgs) -> i32 {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs) {
+        Ok(groups) => groups.into_iter().flatten().collect(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    match pmustress::plot::render(&runs, &args.output) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: -o {}: {e:#}", args.output.path.display());
+            EXIT_USAGE
+        }
+    }
+}
+
+fn man_command() -> i32 {
+    match pmustress::manual::man_page(&mut std::io::stdout().lock()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("error: writing the man page: {e}");
+            EXIT_CANNOT_TEST
+        }
+        _ => 0,
+    }
 }
 
 /// Console output, the results directory, and the anomalies kept for

@@ -5,8 +5,10 @@ mod util;
 
 mod bad_input;
 mod bisect;
+mod completions;
 mod env;
 mod interrupt;
 mod output;
+mod plot;
 mod report;
 mod run_software;

@@ -1,0 +1,626 @@
+/*!
+`pmustress plot`: one picture of a results directory, for a mailing list
+thread or a bug report.
+
+Each run gets one row: a title (event, period, verdict, and whether it was a
+self-test or a software event), then two panels:
+
+- left, the histogram of delta/period on a log count scale, in bins of
+  1/20 period centred on each multiple, with the skid band around 1x (on
+  time) and around 2x, 3x, ... (overflows that got no signal of their own);
+- right, every row of anomalies.csv over time, delta/period against seconds,
+  coloured by kind, with a grey vertical line at the migration that preceded
+  each anomaly (its `time_ns - ns_since_migration`).
+
+The results do not record when the first signal came, so time 0 is the
+earliest anomaly or migration shown; the axis says so. Several runs (or a
+group directory) give one row each, stacked, not overlaid: their clocks and
+periods need not agree.
+
+The output format follows the file name: `.svg` or `.png`. Text is laid out
+with DejaVu Sans, compiled in (the `dejavu` crate) and registered with
+plotters' `ab_glyph` backend, so neither format needs a system font; the SVG
+names the font and a viewer without it substitutes another sans-serif.
+*/
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{Context, Result, anyhow};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde_json::Value;
+
+use crate::evidence::{self, LoadedRun};
+
+/// Image width in pixels.
+pub const WIDTH: u32 = 1400;
+/// Height of one run's row in pixels.
+pub const ROW_HEIGHT: u32 = 560;
+/// Histogram bins per period: fine enough to separate 1x from the skid
+/// band's edge, coarse enough that a bin holds a readable count.
+pub const BINS_PER_PERIOD: usize = 20;
+/// The histogram never goes wider than this many periods; longer deltas
+/// land in the last bin.
+pub const MAX_MULTIPLE: usize = 16;
+
+const FONT: &str = "sans-serif";
+
+/// How `-o FILE` is written, from its extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    Svg,
+    Png,
+}
+
+/// `-o FILE`, checked: the path and the format its extension names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    pub path: PathBuf,
+    pub format: ImageFormat,
+}
+
+/// Parses `-o FILE`: the extension (any case) must be `svg` or `png`.
+pub fn parse_output(s: &str) -> Result<Output, String> {
+    let path = PathBuf::from(s);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let format = match ext.as_deref() {
+        Some("svg") => ImageFormat::Svg,
+        Some("png") => ImageFormat::Png,
+        _ => {
+            return Err(format!(
+                "-o takes FILE.svg or FILE.png (the extension picks the format), got {s:?}"
+            ));
+        }
+    };
+    Ok(Output { path, format })
+}
+
+/// The image size for `runs` rows.
+pub fn size(runs: usize) -> (u32, u32) {
+    (WIDTH, ROW_HEIGHT * runs.max(1) as u32)
+}
+
+/// One anomaly as plotted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Seconds since the row's time 0.
+    pub t: f64,
+    /// delta / period.
+    pub ratio: f64,
+    pub kind: String,
+}
+
+/// What one row shows, taken from a loaded run. Pure data: the drawing
+/// code only lays it out.
+#[derive(Debug, Clone)]
+pub struct RunPlot {
+    pub title: String,
+    /// "SELF-TEST (injected)", "software event: does not test the PMU".
+    pub flags: Vec<String>,
+    /// The directory and the dropped-interrupt count.
+    pub subtitle: String,
+    /// Histogram bins (see `evidence::delta_period_bins`).
+    pub bins: Vec<u64>,
+    pub max_multiple: usize,
+    pub deltas: u64,
+    /// skid / period: the half-width of the band around each multiple.
+    pub skid_ratio: f64,
+    pub anomalies: Vec<Point>,
+    /// Distinct migration instants, seconds since time 0.
+    pub migrations: Vec<f64>,
+    /// Anomaly rows that could not be placed (no time or delta).
+    pub unplaced: usize,
+    pub elapsed_s: f64,
+}
+
+fn column(header: &[String], name: &str) -> Option<usize> {
+    header.iter().position(|h| h == name)
+}
+
+impl RunPlot {
+    pub fn from_run(r: &LoadedRun) -> RunPlot {
+        let period = r.period();
+        let json_str = |p: &str| r.json.pointer(p).and_then(Value::as_str);
+        let json_true = |p: &str| r.json.pointer(p).and_then(Value::as_bool) == Some(true);
+        let event = json_str("/config/event/spec").unwrap_or("?");
+        let exit = r
+            .json
+            .pointer("/exit_status")
+            .and_then(Value::as_u64)
+            .map(|e| format!(" (exit {e})"))
+            .unwrap_or_default();
+        let title = format!("{event}, period {period}: verdict {}{exit}", r.verdict());
+        let mut flags = Vec::new();
+        if json_true("/injected") {
+            flags.push("SELF-TEST (injected)".to_string());
+        }
+        if json_true("/config/event/software") {
+            flags.push("software event: does not test the PMU".to_string());
+        }
+        let subtitle = format!(
+            "{}: {} dropped of {} overflows",
+            r.dir.display(),
+            r.dropped(),
+            r.overflows()
+        );
+
+        let max_ratio = r.deltas.max() as f64 / period.max(1) as f64;
+        let max_multiple = (max_ratio.ceil() as usize).clamp(4, MAX_MULTIPLE);
+        let bins = evidence::delta_period_bins(&r.deltas, period, BINS_PER_PERIOD, max_multiple);
+        let skid = r
+            .json
+            .pointer("/config/skid")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let skid_ratio = if period > 0 {
+            skid as f64 / period as f64
+        } else {
+            0.0
+        };
+
+        let (anomalies, migrations, unplaced) = place_anomalies(r, period);
+        RunPlot {
+            title,
+            flags,
+            subtitle,
+            bins,
+            max_multiple,
+            deltas: r.deltas.len(),
+            skid_ratio,
+            anomalies,
+            migrations,
+            unplaced,
+            elapsed_s: r
+                .json
+                .pointer("/elapsed_ns")
+                .and_then(Value::as_u64)
+                .unwrap_or(0) as f64
+                / 1e9,
+        }
+    }
+}
+
+/// Anomalies as points and their migrations as instants, both in seconds
+/// since the earliest of them.
+fn place_anomalies(r: &LoadedRun, run_period: u64) -> (Vec<Point>, Vec<f64>, usize) {
+    let h = &r.anomaly_header;
+    let (Some(time), Some(delta)) = (column(h, "time_ns"), column(h, "delta")) else {
+        return (Vec::new(), Vec::new(), r.anomaly_rows.len());
+    };
+    let period = column(h, "period");
+    let kind = column(h, "kind");
+    let since = column(h, "ns_since_migration");
+    let num = |row: &Vec<String>, i: Option<usize>| -> Option<u64> {
+        row.get(i?).and_then(|v| v.parse::<u64>().ok())
+    };
+    // (time_ns, ratio, kind, migration time_ns)
+    let mut raw = Vec::new();
+    let mut unplaced = 0;
+    for row in &r.anomaly_rows {
+        let p = num(row, period).unwrap_or(run_period);
+        match (num(row, Some(time)), num(row, Some(delta))) {
+            (Some(t), Some(d)) if p > 0 => {
+                let moved = num(row, since).map(|s| t.saturating_sub(s));
+                let k = kind
+                    .and_then(|i| row.get(i))
+                    .cloned()
+                    .unwrap_or_else(|| "?".to_string());
+                raw.push((t, d as f64 / p as f64, k, moved));
+            }
+            _ => unplaced += 1,
+        }
+    }
+    let t0 = raw
+        .iter()
+        .flat_map(|(t, _, _, m)| [Some(*t), *m])
+        .flatten()
+        .min()
+        .unwrap_or(0);
+    let secs = |ns: u64| (ns - t0) as f64 / 1e9;
+    let mut moves: Vec<u64> = raw.iter().filter_map(|(_, _, _, m)| *m).collect();
+    moves.sort_unstable();
+    moves.dedup();
+    let points = raw
+        .into_iter()
+        .map(|(t, ratio, kind, _)| Point {
+            t: secs(t),
+            ratio,
+            kind,
+        })
+        .collect();
+    (points, moves.into_iter().map(secs).collect(), unplaced)
+}
+
+/// The colour of an anomaly kind: fixed for the kinds pmustress knows, from
+/// a palette for any other.
+fn kind_colour(kind: &str, others: &mut Vec<String>) -> RGBColor {
+    match kind {
+        "dropped-interrupt" => RGBColor(214, 39, 40),
+        "software-timer-skip" => RGBColor(255, 127, 14),
+        "late" => RGBColor(148, 103, 189),
+        "early" => RGBColor(31, 119, 180),
+        "coalesced-signal" => RGBColor(44, 160, 44),
+        "throttled" => RGBColor(140, 86, 75),
+        "signal-queue-overflow" => RGBColor(227, 119, 194),
+        "witness-lost" => RGBColor(188, 189, 34),
+        "tool-error" => RGBColor(0, 0, 0),
+        _ => {
+            const PALETTE: [RGBColor; 3] = [
+                RGBColor(23, 190, 207),
+                RGBColor(127, 127, 127),
+                RGBColor(80, 80, 160),
+            ];
+            let i = match others.iter().position(|k| k == kind) {
+                Some(i) => i,
+                None => {
+                    others.push(kind.to_string());
+                    others.len() - 1
+                }
+            };
+            PALETTE[i % PALETTE.len()]
+        }
+    }
+}
+
+fn register_font() -> Result<()> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(anyhow!("the built-in DejaVu Sans font did not load"))
+    }
+}
+
+fn drawing<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("drawing the plot: {e}")
+}
+
+/// Draws `runs` (one row each) into `out`.
+pub fn render(runs: &[LoadedRun], out: &Output) -> Result<()> {
+    register_font()?;
+    let plots: Vec<RunPlot> = runs.iter().map(RunPlot::from_run).collect();
+    let (w, h) = size(plots.len());
+    match out.format {
+        ImageFormat::Svg => {
+            let mut text = String::new();
+            {
+                let root = SVGBackend::with_string(&mut text, (w, h)).into_drawing_area();
+                draw(&root, &plots)?;
+                root.present().map_err(drawing)?;
+            }
+            std::fs::write(&out.path, text)
+                .with_context(|| format!("writing {}", out.path.display()))
+        }
+        ImageFormat::Png => {
+            let mut rgb = vec![0u8; w as usize * h as usize * 3];
+            {
+                let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+                draw(&root, &plots)?;
+                root.present().map_err(drawing)?;
+            }
+            write_png(&out.path, w, h, &rgb)
+        }
+    }
+}
+
+fn write_png(path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut writer = enc
+        .write_header()
+        .with_context(|| format!("writing {}", path.display()))?;
+    writer
+        .write_image_data(rgb)
+        .with_context(|| format!("writing {}", path.display()))?;
+    writer
+        .finish()
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plots: &[RunPlot]) -> Result<()> {
+    root.fill(&WHITE).map_err(drawing)?;
+    let rows = root.split_evenly((plots.len().max(1), 1));
+    for (row, plot) in rows.iter().zip(plots) {
+        draw_row(row, plot)?;
+    }
+    Ok(())
+}
+
+const TITLE_HEIGHT: u32 = 78;
+/// Roughly the plotting area's height in a panel: the row less the title,
+/// the panel caption, the margins and the x labels.
+const PLOT_HEIGHT: f64 = (ROW_HEIGHT - TITLE_HEIGHT - 24 - 28 - 44) as f64;
+
+/// The share of a panel's height that its legend of `rows` entries takes,
+/// at the top: the y range is stretched by it so the legend covers no data.
+fn legend_share(rows: usize) -> f64 {
+    ((20 + rows * 20) as f64 / PLOT_HEIGHT).min(0.6)
+}
+const WARN: RGBColor = RGBColor(190, 30, 30);
+const GREY: RGBColor = RGBColor(110, 110, 110);
+const BAR: RGBColor = RGBColor(70, 110, 170);
+const ON_TIME: RGBColor = RGBColor(200, 235, 200);
+const MISSED: RGBColor = RGBColor(250, 215, 205);
+const MIGRATION: RGBColor = RGBColor(175, 175, 175);
+
+fn draw_row<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot) -> Result<()> {
+    let (head, body) = area.split_vertically(TITLE_HEIGHT);
+    head.draw_text(&p.title, &(FONT, 24).into_font().color(&BLACK), (16, 8))
+        .map_err(drawing)?;
+    if !p.flags.is_empty() {
+        head.draw_text(
+            &p.flags.join("  |  "),
+            &(FONT, 18).into_font().color(&WARN),
+            (16, 36),
+        )
+        .map_err(drawing)?;
+    }
+    head.draw_text(&p.subtitle, &(FONT, 14).into_font().color(&GREY), (16, 59))
+        .map_err(drawing)?;
+    let (left, right) = body.split_horizontally(WIDTH * 9 / 20);
+    draw_histogram(&left, p)?;
+    draw_timeline(&right, p)
+}
+
+fn no_data<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, what: &str) -> Result<()> {
+    let (w, h) = area.dim_in_pixel();
+    area.draw_text(
+        what,
+        &(FONT, 18).into_font().color(&GREY),
+        (w as i32 / 4, h as i32 / 2),
+    )
+    .map_err(drawing)
+}
+
+fn draw_histogram<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot) -> Result<()> {
+    let max_count = p.bins.iter().copied().max().unwrap_or(0);
+    if max_count == 0 {
+        return no_data(area, "no deltas recorded");
+    }
+    let width = 1.0 / BINS_PER_PERIOD as f64;
+    let x_max = p.max_multiple as f64 + 0.5;
+    // Log scale: stretch log(top / 0.5) so the three legend rows sit above
+    // the tallest bar.
+    let y_top = 0.5 * (max_count as f64 * 1.5 / 0.5).powf(1.0 / (1.0 - legend_share(3)));
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("delta / period: {} deltas", p.deltas), (FONT, 18))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..x_max, (0.5..y_top).log_scale())
+        .map_err(drawing)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(p.max_multiple * 2 + 2)
+        .x_label_formatter(&|x| format!("{x}x"))
+        .x_desc(format!(
+            "delta / period (bins of {width} period; last bin: {}x and above)",
+            p.max_multiple
+        ))
+        .y_desc("deltas (log scale)")
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 14))
+        .draw()
+        .map_err(drawing)?;
+
+    let band = p.skid_ratio.min(0.5);
+    if band > 0.0 {
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(1.0 - band, 0.5), (1.0 + band, y_top)],
+                ON_TIME.filled(),
+            )))
+            .map_err(drawing)?
+            .label("1x ± skid: on time")
+            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], ON_TIME.filled()));
+        chart
+            .draw_series((2..=p.max_multiple).map(|k| {
+                Rectangle::new(
+                    [(k as f64 - band, 0.5), (k as f64 + band, y_top)],
+                    MISSED.filled(),
+                )
+            }))
+            .map_err(drawing)?
+            .label("Nx ± skid, N ≥ 2: N-1 overflows with no signal")
+            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], MISSED.filled()));
+    }
+    chart
+        .draw_series(
+            p.bins
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| {
+                    let centre = i as f64 * width;
+                    Rectangle::new(
+                        [
+                            (centre - width / 2.0, 0.5),
+                            (centre + width / 2.0, *n as f64),
+                        ],
+                        BAR.filled(),
+                    )
+                }),
+        )
+        .map_err(drawing)?
+        .label("deltas in the bin")
+        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], BAR.filled()));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(GREY)
+        .draw()
+        .map_err(drawing)?;
+    Ok(())
+}
+
+fn draw_timeline<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot) -> Result<()> {
+    if p.anomalies.is_empty() {
+        let what = if p.unplaced > 0 {
+            format!("{} anomalies without a time or delta", p.unplaced)
+        } else {
+            "no anomalies".to_string()
+        };
+        return no_data(area, &what);
+    }
+    let t_max = p
+        .anomalies
+        .iter()
+        .map(|a| a.t)
+        .chain(p.migrations.iter().copied())
+        .fold(0.0, f64::max);
+    let t_max = if t_max > 0.0 { t_max * 1.04 } else { 1.0 };
+    let mut kinds: Vec<&str> = p.anomalies.iter().map(|a| a.kind.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let legend_rows = kinds.len() + usize::from(!p.migrations.is_empty());
+    let y_data = p.anomalies.iter().map(|a| a.ratio).fold(0.0, f64::max);
+    let y_max = (y_data + 0.25).max(2.5) / (1.0 - legend_share(legend_rows));
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!(
+                "{} anomalies over time, by kind; grey: migrations",
+                p.anomalies.len()
+            ),
+            (FONT, 18),
+        )
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(-t_max * 0.01..t_max, 0.0..y_max)
+        .map_err(drawing)?;
+    chart
+        .configure_mesh()
+        // Vertical grid lines would look like the migration marks.
+        .disable_x_mesh()
+        .x_desc(format!(
+            "seconds (0: first anomaly or migration shown; the run lasted {:.2} s)",
+            p.elapsed_s
+        ))
+        .y_desc("delta / period")
+        .y_label_formatter(&|y| format!("{y}x"))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 14))
+        .draw()
+        .map_err(drawing)?;
+
+    if !p.migrations.is_empty() {
+        chart
+            .draw_series(
+                p.migrations.iter().map(|&t| {
+                    PathElement::new(vec![(t, 0.0), (t, y_max)], MIGRATION.stroke_width(1))
+                }),
+            )
+            .map_err(drawing)?
+            .label("migration before an anomaly (time_ns - ns_since_migration)")
+            .legend(|(x, y)| {
+                PathElement::new(
+                    vec![(x + 7, y - 7), (x + 7, y + 7)],
+                    MIGRATION.stroke_width(2),
+                )
+            });
+    }
+    let mut others = Vec::new();
+    for kind in kinds {
+        let colour = kind_colour(kind, &mut others);
+        let count = p.anomalies.iter().filter(|a| a.kind == kind).count();
+        chart
+            .draw_series(
+                p.anomalies
+                    .iter()
+                    .filter(|a| a.kind == kind)
+                    .map(|a| Circle::new((a.t, a.ratio), 4, colour.filled())),
+            )
+            .map_err(drawing)?
+            .label(format!("{kind} ({count})"))
+            // A square, so the SVG has exactly one <circle> per anomaly.
+            .legend(move |(x, y)| {
+                Rectangle::new([(x + 2, y - 5), (x + 12, y + 5)], colour.filled())
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(GREY)
+        .draw()
+        .map_err(drawing)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_format_follows_the_extension() {
+        assert_eq!(parse_output("a.svg").unwrap().format, ImageFormat::Svg);
+        assert_eq!(parse_output("dir/a.PNG").unwrap().format, ImageFormat::Png);
+        for bad in ["a.jpg", "a", "svg", "a.svg.gz", ".png/"] {
+            let e = parse_output(bad).unwrap_err();
+            assert!(e.contains("-o") && e.contains("FILE.svg"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_recorded_self_test_run() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/results/task-clock-injected");
+        let p = RunPlot::from_run(&LoadedRun::load(&dir).unwrap());
+        assert_eq!(
+            p.flags,
+            [
+                "SELF-TEST (injected)",
+                "software event: does not test the PMU"
+            ]
+        );
+        assert!(
+            p.title
+                .starts_with("task-clock, period 1000000: verdict dropped")
+        );
+        // 1x, 2x and 3x are bin centres.
+        assert_eq!(p.max_multiple, 4);
+        let peak = (0..p.bins.len()).max_by_key(|&i| p.bins[i]).unwrap();
+        assert_eq!(peak, BINS_PER_PERIOD);
+        assert!(p.bins[2 * BINS_PER_PERIOD] > 0 && p.bins[3 * BINS_PER_PERIOD] > 0);
+        assert_eq!(p.bins.iter().sum::<u64>(), p.deltas);
+        assert_eq!((p.anomalies.len(), p.unplaced), (53, 0));
+        let kinds: std::collections::BTreeSet<_> =
+            p.anomalies.iter().map(|a| a.kind.as_str()).collect();
+        assert_eq!(
+            kinds.into_iter().collect::<Vec<_>>(),
+            ["dropped-interrupt", "software-timer-skip"]
+        );
+        // Time 0 is the earliest migration or anomaly; every migration
+        // comes before some anomaly.
+        let first = p
+            .anomalies
+            .iter()
+            .map(|a| a.t)
+            .chain(p.migrations.iter().copied());
+        assert_eq!(first.fold(f64::INFINITY, f64::min), 0.0);
+        assert!(!p.migrations.is_empty());
+        assert!(p.migrations.windows(2).all(|w| w[0] < w[1]));
+        assert!((p.skid_ratio - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn size_grows_by_rows() {
+        assert_eq!(size(0), (WIDTH, ROW_HEIGHT));
+        assert_eq!(size(3), (WIDTH, 3 * ROW_HEIGHT));
+    }
+}
