@@ -39,16 +39,24 @@ pub fn classify_delta(delta: u64, period: u64, skid: u64) -> DeltaClass {
     if delta.abs_diff(period) <= skid {
         return DeltaClass::Ok;
     }
-    // The nearest multiple of the period; ties go up, which only matters
-    // when skid >= period/2 and then nothing within skid of it anyway.
-    let k = delta / period + u64::from(delta % period >= period - period / 2);
-    if k >= 2 && delta.abs_diff(k.saturating_mul(period)) <= skid {
+    let k = nearest_multiple(delta, period);
+    // In u128: k * period may exceed u64 (a wrapped delta near u64::MAX),
+    // and saturating would put it at distance 0 from such a delta.
+    if k >= 2 && u128::from(delta).abs_diff(u128::from(k) * u128::from(period)) <= u128::from(skid)
+    {
         DeltaClass::Missed { missed: k - 1 }
     } else if delta > period {
         DeltaClass::Late
     } else {
         DeltaClass::Early
     }
+}
+
+/// The multiple of the period nearest to `delta`, without overflow; ties go
+/// up, which only matters when skid >= period/2 and then nothing is within
+/// skid of it anyway.
+pub fn nearest_multiple(delta: u64, period: u64) -> u64 {
+    delta / period + u64::from(delta % period >= period - period / 2)
 }
 
 /// The kinds of anomaly a window can show. Only `DroppedInterrupt` makes a
@@ -164,7 +172,7 @@ pub struct Judgement {
 }
 
 pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: bool) -> Judgement {
-    let nearest = (delta + period / 2) / period;
+    let nearest = nearest_multiple(delta, period);
     let (overflows, missed) = match class {
         DeltaClass::Ok => (1, 0),
         DeltaClass::Missed { missed } => (missed + 1, missed),
@@ -248,6 +256,25 @@ mod tests {
         assert_eq!(classify_delta(3 * P - S, P, S), Missed { missed: 2 });
         assert_eq!(classify_delta(17 * P + 5, P, S), Missed { missed: 16 });
         assert_eq!(classify_delta(u64::MAX, P, S), Late);
+    }
+
+    /// Found by tests/properties.rs: a delta near u64::MAX (a counter that
+    /// went backwards, wrapped) once matched a multiple that saturated at
+    /// u64::MAX, and judge's rounding overflowed to a tiny multiple.
+    #[test]
+    fn deltas_near_u64_max_neither_saturate_nor_wrap() {
+        let p = 2_076_096_020_610_053_565;
+        // 9p > u64::MAX: u64::MAX is 0.88p below it, far outside skid 0.
+        assert_eq!(classify_delta(u64::MAX, p, 0), Late);
+        // ... but truly within skid of it when the skid is large enough.
+        let nine_p = 9 * u128::from(p);
+        let skid = (nine_p - u128::from(u64::MAX)) as u64;
+        assert_eq!(classify_delta(u64::MAX, p, skid), Missed { missed: 8 });
+        assert_eq!(nearest_multiple(u64::MAX, p), 9);
+        let (d, p) = (13_011_647_662_642_403_699, 10_870_192_822_134_295_834);
+        assert_eq!(nearest_multiple(d, p), 1);
+        let j = judge(classify_delta(d, p, 0), d, p, &Witness::default(), false);
+        assert_eq!((j.kind, j.overflows), (Some(AnomalyKind::Late), 1));
     }
 
     #[test]
