@@ -39,11 +39,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // clap's own errors span several lines; the first one names the
-            // flag and the problem.
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("error: invalid command line");
-            eprintln!("{first} (see pmustress --help)");
+            eprintln!("{}", pmustress::cli::usage_line(&e));
             return ExitCode::from(EXIT_USAGE as u8);
         }
     };
