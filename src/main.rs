@@ -110,6 +110,15 @@ fn run_command(args: &RunArgs) -> i32 {
         }
     };
 
+    match pmustress::sigqueue::check_live(cfg.workers) {
+        pmustress::sigqueue::Check::Refuse(msg) => {
+            eprintln!("pmustress: cannot test here: {msg}");
+            return EXIT_CANNOT_TEST;
+        }
+        pmustress::sigqueue::Check::Warn(msg) => eprintln!("warning: {msg}"),
+        pmustress::sigqueue::Check::Ok => {}
+    }
+
     // First Ctrl-C (or SIGTERM) stops the run and keeps what was measured;
     // a second one exits at once.
     let sigint = Arc::new(AtomicBool::new(false));

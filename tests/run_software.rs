@@ -2,7 +2,7 @@
 //! classifier, results. Software clocks cannot lose a PMU interrupt, so a
 //! clean run must be clean, and injected drops must come back exactly.
 
-use crate::util::{has_core_pmu, read_json, run, u64_at};
+use crate::util::{has_core_pmu, read_json, run, shared_machine, u64_at};
 
 /// Kinds a software clock may show on its own (shared/software-events.md):
 /// the hrtimer skips or slips periods on a loaded 2-CPU VM. None of them
@@ -30,6 +30,7 @@ fn run_task_clock(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
         out_dir.to_str().unwrap(),
     ];
     argv.extend_from_slice(extra);
+    let _machine = shared_machine();
     let out = run(&argv);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     (out.status.code(), stdout, read_json(&out_dir))
@@ -121,6 +122,7 @@ fn branches_without_a_pmu_cannot_test_and_suggest_task_clock() {
         eprintln!("skipped: this machine has a core PMU");
         return;
     }
+    let _machine = shared_machine();
     let out = run(&["run", "--duration", "1s"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(125), "{stderr}");

@@ -6,4 +6,5 @@ mod util;
 mod bad_input;
 mod env;
 mod properties;
+mod reliability;
 mod run_software;
