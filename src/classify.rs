@@ -7,8 +7,10 @@ k >= 2, else `late` or `early`. `judge` then asks the kernel's witness for that
 window (its sample records, throttle and lost records, plain-SIGIO fallbacks)
 why overflows went unsignalled:
 
-- a THROTTLE record or a SIGIO fallback explains them (`throttled`,
-  `signal-queue-overflow`): the kernel did this on purpose or ran out of queue;
+- a THROTTLE record explains them (`throttled`): the kernel stopped the
+  event on purpose;
+- a SIGIO fallback explains them (`signal-queue-overflow`) when every one of
+  them has its sample record: the queue was full, the interrupts happened;
 - a LOST record means the witness itself is incomplete (`witness-lost`): we
   refuse to guess;
 - k sample records for k overflows means every interrupt happened and only the
@@ -178,9 +180,20 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
         DeltaClass::Missed { missed } => (missed + 1, missed),
         DeltaClass::Late | DeltaClass::Early => (nearest, nearest.saturating_sub(1)),
     };
+    // Overflows whose interrupt never happened: the closing signal had its
+    // interrupt, so at most `missed` can be absent.
+    let absent = match class {
+        DeltaClass::Missed { missed } => overflows
+            .saturating_sub(w.kernel_samples.max(1))
+            .min(missed),
+        _ => 0,
+    };
     let explained = if w.tool_error {
         Some(AnomalyKind::ToolError)
-    } else if w.sigio > 0 && class != DeltaClass::Ok {
+    } else if w.sigio > 0 && class != DeltaClass::Ok && absent == 0 {
+        // A SIGIO fallback explains a missing signal, not a missing
+        // interrupt: the kernel wrote the sample before it tried to queue
+        // the signal, so an overflow with no sample was not one of them.
         Some(AnomalyKind::SignalQueueOverflow)
     } else if w.throttled && class != DeltaClass::Ok {
         Some(AnomalyKind::Throttled)
@@ -200,12 +213,7 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
         DeltaClass::Ok => {}
         DeltaClass::Late => j.kind = Some(AnomalyKind::Late),
         DeltaClass::Early => j.kind = Some(AnomalyKind::Early),
-        DeltaClass::Missed { missed } => {
-            // The signal that ended the window had its interrupt, so at most
-            // `missed` interrupts can be absent.
-            let absent = overflows
-                .saturating_sub(w.kernel_samples.max(1))
-                .min(missed);
+        DeltaClass::Missed { .. } => {
             j.kind = Some(if w.records_lost {
                 AnomalyKind::WitnessLost
             } else if absent == 0 {
@@ -341,9 +349,14 @@ mod tests {
         );
         // Throttling around an ok delta is not an anomaly.
         assert_eq!(judge(Ok, P, P, &throttled, false).kind, None);
-        let sigio = Witness { sigio: 1, ..w(1) };
+        // Both overflows interrupted (two samples); one signal fell back.
+        let sigio = Witness { sigio: 1, ..w(2) };
         assert_eq!(
             judge(Missed { missed: 1 }, 2 * P, P, &sigio, false).kind,
+            Some(AnomalyKind::SignalQueueOverflow)
+        );
+        assert_eq!(
+            judge(Late, 25_000, P, &sigio, false).kind,
             Some(AnomalyKind::SignalQueueOverflow)
         );
         let lost = Witness {
@@ -359,6 +372,36 @@ mod tests {
         assert_eq!(
             judge(Missed { missed: 1 }, 2 * P, P, &broken, false).kind,
             Some(AnomalyKind::ToolError)
+        );
+    }
+
+    /// A SIGIO in the window must not hide an interrupt that never
+    /// happened: the overflows it stood for have their sample records.
+    #[test]
+    fn sigio_does_not_explain_a_missing_sample() {
+        // Three overflows, one signal, one SIGIO, two samples: the SIGIO'd
+        // overflow and the signalled one; the third never interrupted.
+        let sigio = Witness { sigio: 1, ..w(2) };
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &sigio, false);
+        assert_eq!(
+            (j.kind, j.missed, j.dropped),
+            (Some(AnomalyKind::DroppedInterrupt), 2, 1)
+        );
+        // The same on a software clock is the timer skipping.
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &sigio, true);
+        assert_eq!(
+            (j.kind, j.dropped),
+            (Some(AnomalyKind::SoftwareTimerSkip), 0)
+        );
+        // ... unless the missing sample is one we injected.
+        let injected = Witness {
+            injected: 1,
+            ..sigio
+        };
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &injected, true);
+        assert_eq!(
+            (j.kind, j.dropped),
+            (Some(AnomalyKind::DroppedInterrupt), 1)
         );
     }
 
