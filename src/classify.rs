@@ -9,8 +9,9 @@ why overflows went unsignalled:
 
 - a THROTTLE record explains them (`throttled`): the kernel stopped the
   event on purpose;
-- a SIGIO fallback explains them (`signal-queue-overflow`) when every one of
-  them has its sample record: the queue was full, the interrupts happened;
+- a SIGIO fallback explains them (`signal-queue-overflow`) unless a sample
+  record is missing that would make a drop (any on hardware, an injected one
+  on a software clock): the queue was full, the interrupts happened;
 - a LOST record means the witness itself is incomplete (`witness-lost`): we
   refuse to guess;
 - k sample records for k overflows means every interrupt happened and only the
@@ -188,9 +189,16 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
             .min(missed),
         _ => 0,
     };
+    // What would count as dropped: every absent interrupt on hardware; on a
+    // software clock, whose timer skips periods on its own, only ours.
+    let dropped = if software {
+        absent.min(w.injected)
+    } else {
+        absent
+    };
     let explained = if w.tool_error {
         Some(AnomalyKind::ToolError)
-    } else if w.sigio > 0 && class != DeltaClass::Ok && absent == 0 {
+    } else if w.sigio > 0 && class != DeltaClass::Ok && dropped == 0 {
         // A SIGIO fallback explains a missing signal, not a missing
         // interrupt: the kernel wrote the sample before it tried to queue
         // the signal, so an overflow with no sample was not one of them.
@@ -218,18 +226,12 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
                 AnomalyKind::WitnessLost
             } else if absent == 0 {
                 AnomalyKind::CoalescedSignal
-            } else if software {
-                // A software clock cannot lose a PMU interrupt: only what we
-                // injected counts as dropped.
-                j.dropped = absent.min(w.injected);
-                if j.dropped > 0 {
-                    AnomalyKind::DroppedInterrupt
-                } else {
-                    AnomalyKind::SoftwareTimerSkip
-                }
-            } else {
-                j.dropped = absent;
+            } else if dropped > 0 {
+                j.dropped = dropped;
                 AnomalyKind::DroppedInterrupt
+            } else {
+                // A software clock cannot lose a PMU interrupt.
+                AnomalyKind::SoftwareTimerSkip
             });
         }
     }
@@ -387,11 +389,12 @@ mod tests {
             (j.kind, j.missed, j.dropped),
             (Some(AnomalyKind::DroppedInterrupt), 2, 1)
         );
-        // The same on a software clock is the timer skipping.
+        // On a software clock a missing sample is the timer skipping, not a
+        // drop, so the SIGIO is what the window shows.
         let j = judge(Missed { missed: 2 }, 3 * P, P, &sigio, true);
         assert_eq!(
             (j.kind, j.dropped),
-            (Some(AnomalyKind::SoftwareTimerSkip), 0)
+            (Some(AnomalyKind::SignalQueueOverflow), 0)
         );
         // ... unless the missing sample is one we injected.
         let injected = Witness {
