@@ -7,8 +7,11 @@ k >= 2, else `late` or `early`. `judge` then asks the kernel's witness for that
 window (its sample records, throttle and lost records, plain-SIGIO fallbacks)
 why overflows went unsignalled:
 
-- a THROTTLE record or a SIGIO fallback explains them (`throttled`,
-  `signal-queue-overflow`): the kernel did this on purpose or ran out of queue;
+- a THROTTLE record explains them (`throttled`): the kernel stopped the
+  event on purpose;
+- a SIGIO fallback explains them (`signal-queue-overflow`) unless a sample
+  record is missing that would make a drop (any on hardware, an injected one
+  on a software clock): the queue was full, the interrupts happened;
 - a LOST record means the witness itself is incomplete (`witness-lost`): we
   refuse to guess;
 - k sample records for k overflows means every interrupt happened and only the
@@ -39,16 +42,24 @@ pub fn classify_delta(delta: u64, period: u64, skid: u64) -> DeltaClass {
     if delta.abs_diff(period) <= skid {
         return DeltaClass::Ok;
     }
-    // The nearest multiple of the period; ties go up, which only matters
-    // when skid >= period/2 and then nothing within skid of it anyway.
-    let k = delta / period + u64::from(delta % period >= period - period / 2);
-    if k >= 2 && delta.abs_diff(k.saturating_mul(period)) <= skid {
+    let k = nearest_multiple(delta, period);
+    // In u128: k * period may exceed u64 (a wrapped delta near u64::MAX),
+    // and saturating would put it at distance 0 from such a delta.
+    if k >= 2 && u128::from(delta).abs_diff(u128::from(k) * u128::from(period)) <= u128::from(skid)
+    {
         DeltaClass::Missed { missed: k - 1 }
     } else if delta > period {
         DeltaClass::Late
     } else {
         DeltaClass::Early
     }
+}
+
+/// The multiple of the period nearest to `delta`, without overflow; ties go
+/// up, which only matters when skid >= period/2 and then nothing is within
+/// skid of it anyway.
+pub fn nearest_multiple(delta: u64, period: u64) -> u64 {
+    delta / period + u64::from(delta % period >= period - period / 2)
 }
 
 /// The kinds of anomaly a window can show. Only `DroppedInterrupt` makes a
@@ -164,15 +175,37 @@ pub struct Judgement {
 }
 
 pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: bool) -> Judgement {
-    let nearest = (delta + period / 2) / period;
+    let nearest = nearest_multiple(delta, period);
     let (overflows, missed) = match class {
         DeltaClass::Ok => (1, 0),
         DeltaClass::Missed { missed } => (missed + 1, missed),
         DeltaClass::Late | DeltaClass::Early => (nearest, nearest.saturating_sub(1)),
     };
+    // Overflows whose interrupt never happened: the closing signal had its
+    // interrupt, so at most `missed` can be absent. A late or early window
+    // has no multiple to count against, but one we emptied on purpose is a
+    // drop by construction (a software clock's jitter can push the merged
+    // delta off a multiple).
+    let absent = match class {
+        DeltaClass::Missed { missed } => overflows
+            .saturating_sub(w.kernel_samples.max(1))
+            .min(missed),
+        DeltaClass::Late | DeltaClass::Early => w.injected,
+        DeltaClass::Ok => 0,
+    };
+    // What would count as dropped: every absent interrupt on hardware; on a
+    // software clock, whose timer skips periods on its own, only ours.
+    let dropped = if software {
+        absent.min(w.injected)
+    } else {
+        absent
+    };
     let explained = if w.tool_error {
         Some(AnomalyKind::ToolError)
-    } else if w.sigio > 0 && class != DeltaClass::Ok {
+    } else if w.sigio > 0 && class != DeltaClass::Ok && dropped == 0 {
+        // A SIGIO fallback explains a missing signal, not a missing
+        // interrupt: the kernel wrote the sample before it tried to queue
+        // the signal, so an overflow with no sample was not one of them.
         Some(AnomalyKind::SignalQueueOverflow)
     } else if w.throttled && class != DeltaClass::Ok {
         Some(AnomalyKind::Throttled)
@@ -190,37 +223,24 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
     }
     match class {
         DeltaClass::Ok => {}
-        // A window we emptied on purpose is a drop by construction, even when
-        // jitter (a software clock's) pushed the merged delta off a multiple.
-        DeltaClass::Late | DeltaClass::Early if w.injected > 0 => {
+        DeltaClass::Late | DeltaClass::Early if dropped > 0 => {
             j.kind = Some(AnomalyKind::DroppedInterrupt);
-            j.dropped = w.injected;
-            j.missed = j.missed.max(w.injected);
+            j.dropped = dropped;
+            j.missed = j.missed.max(dropped);
         }
         DeltaClass::Late => j.kind = Some(AnomalyKind::Late),
         DeltaClass::Early => j.kind = Some(AnomalyKind::Early),
-        DeltaClass::Missed { missed } => {
-            // The signal that ended the window had its interrupt, so at most
-            // `missed` interrupts can be absent.
-            let absent = overflows
-                .saturating_sub(w.kernel_samples.max(1))
-                .min(missed);
+        DeltaClass::Missed { .. } => {
             j.kind = Some(if w.records_lost {
                 AnomalyKind::WitnessLost
             } else if absent == 0 {
                 AnomalyKind::CoalescedSignal
-            } else if software {
-                // A software clock cannot lose a PMU interrupt: only what we
-                // injected counts as dropped.
-                j.dropped = absent.min(w.injected);
-                if j.dropped > 0 {
-                    AnomalyKind::DroppedInterrupt
-                } else {
-                    AnomalyKind::SoftwareTimerSkip
-                }
-            } else {
-                j.dropped = absent;
+            } else if dropped > 0 {
+                j.dropped = dropped;
                 AnomalyKind::DroppedInterrupt
+            } else {
+                // A software clock cannot lose a PMU interrupt.
+                AnomalyKind::SoftwareTimerSkip
             });
         }
     }
@@ -255,6 +275,25 @@ mod tests {
         assert_eq!(classify_delta(3 * P - S, P, S), Missed { missed: 2 });
         assert_eq!(classify_delta(17 * P + 5, P, S), Missed { missed: 16 });
         assert_eq!(classify_delta(u64::MAX, P, S), Late);
+    }
+
+    /// Found by tests/properties.rs: a delta near u64::MAX (a counter that
+    /// went backwards, wrapped) once matched a multiple that saturated at
+    /// u64::MAX, and judge's rounding overflowed to a tiny multiple.
+    #[test]
+    fn deltas_near_u64_max_neither_saturate_nor_wrap() {
+        let p = 2_076_096_020_610_053_565;
+        // 9p > u64::MAX: u64::MAX is 0.88p below it, far outside skid 0.
+        assert_eq!(classify_delta(u64::MAX, p, 0), Late);
+        // ... but truly within skid of it when the skid is large enough.
+        let nine_p = 9 * u128::from(p);
+        let skid = (nine_p - u128::from(u64::MAX)) as u64;
+        assert_eq!(classify_delta(u64::MAX, p, skid), Missed { missed: 8 });
+        assert_eq!(nearest_multiple(u64::MAX, p), 9);
+        let (d, p) = (13_011_647_662_642_403_699, 10_870_192_822_134_295_834);
+        assert_eq!(nearest_multiple(d, p), 1);
+        let j = judge(classify_delta(d, p, 0), d, p, &Witness::default(), false);
+        assert_eq!((j.kind, j.overflows), (Some(AnomalyKind::Late), 1));
     }
 
     #[test]
@@ -321,9 +360,14 @@ mod tests {
         );
         // Throttling around an ok delta is not an anomaly.
         assert_eq!(judge(Ok, P, P, &throttled, false).kind, None);
-        let sigio = Witness { sigio: 1, ..w(1) };
+        // Both overflows interrupted (two samples); one signal fell back.
+        let sigio = Witness { sigio: 1, ..w(2) };
         assert_eq!(
             judge(Missed { missed: 1 }, 2 * P, P, &sigio, false).kind,
+            Some(AnomalyKind::SignalQueueOverflow)
+        );
+        assert_eq!(
+            judge(Late, 25_000, P, &sigio, false).kind,
             Some(AnomalyKind::SignalQueueOverflow)
         );
         let lost = Witness {
@@ -339,6 +383,37 @@ mod tests {
         assert_eq!(
             judge(Missed { missed: 1 }, 2 * P, P, &broken, false).kind,
             Some(AnomalyKind::ToolError)
+        );
+    }
+
+    /// A SIGIO in the window must not hide an interrupt that never
+    /// happened: the overflows it stood for have their sample records.
+    #[test]
+    fn sigio_does_not_explain_a_missing_sample() {
+        // Three overflows, one signal, one SIGIO, two samples: the SIGIO'd
+        // overflow and the signalled one; the third never interrupted.
+        let sigio = Witness { sigio: 1, ..w(2) };
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &sigio, false);
+        assert_eq!(
+            (j.kind, j.missed, j.dropped),
+            (Some(AnomalyKind::DroppedInterrupt), 2, 1)
+        );
+        // On a software clock a missing sample is the timer skipping, not a
+        // drop, so the SIGIO is what the window shows.
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &sigio, true);
+        assert_eq!(
+            (j.kind, j.dropped),
+            (Some(AnomalyKind::SignalQueueOverflow), 0)
+        );
+        // ... unless the missing sample is one we injected.
+        let injected = Witness {
+            injected: 1,
+            ..sigio
+        };
+        let j = judge(Missed { missed: 2 }, 3 * P, P, &injected, true);
+        assert_eq!(
+            (j.kind, j.dropped),
+            (Some(AnomalyKind::DroppedInterrupt), 1)
         );
     }
 

@@ -147,12 +147,12 @@ pub struct RunArgs {
     pub migrate: MigrateMode,
 
     /// Pause between migration rounds (0: back to back).
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_interval)]
+    #[arg(long, value_name = "DURATION", default_value = "0", allow_hyphen_values = true, value_parser = parse_interval)]
     pub migrate_interval: Duration,
 
     /// How long to measure (500ms, 10s, 5m, 2h). [default: 10s when
     /// --interrupts is not given either]
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
     /// Stop each worker after this many overflow signals.
@@ -193,7 +193,7 @@ pub struct RunArgs {
     pub inject_drop_every: Option<u64>,
 
     /// Give up on a worker whose thread or counter makes no progress this long.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true, value_parser = parse_duration)]
     pub watchdog: Duration,
 
     /// Results directory (created if missing).
@@ -206,7 +206,7 @@ pub struct RunArgs {
     pub raw: bool,
 
     /// Print at most this many anomaly lines (all are counted and saved).
-    #[arg(long, value_name = "N", default_value_t = 50)]
+    #[arg(long, value_name = "N", default_value_t = 50, allow_negative_numbers = true, value_parser = parse_lines)]
     pub max_anomaly_lines: u64,
 }
 
@@ -217,6 +217,12 @@ fn parse_event(s: &str) -> Result<EventSpec, String> {
 fn parse_count(s: &str) -> Result<u64, String> {
     s.parse::<u64>()
         .map_err(|_| format!("expected a whole number of events (e.g. 1000), got {s:?}"))
+}
+
+fn parse_lines(s: &str) -> Result<u64, String> {
+    s.parse::<u64>().map_err(|_| {
+        format!("expected a whole number of lines (e.g. 50, or 0 for none), got {s:?}")
+    })
 }
 
 fn parse_positive(s: &str) -> Result<u64, String> {
@@ -285,6 +291,24 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// The one line printed for a command line clap rejects: clap's first line
+/// names the flag and the problem; the accepted values of an enum flag are on
+/// a later line, so they are appended.
+pub fn usage_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let text = e.render().to_string();
+    let mut line = text
+        .lines()
+        .next()
+        .unwrap_or("error: invalid command line")
+        .to_string();
+    if let Some(ContextValue::Strings(values)) = e.get(ContextKind::ValidValue) {
+        line.push_str(&format!(" (expected one of: {})", values.join(", ")));
+    }
+    line.push_str(" (see pmustress --help)");
+    line
+}
+
 /// A validated `--cpus` value (a newtype so clap takes it as one value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuList(pub Vec<usize>);
@@ -314,6 +338,17 @@ mod tests {
         for bad in ["", "5-3", "1,1", "0-2,2", "a", "1-", "-1", "0,,1", "99999"] {
             assert!(ok(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn enum_errors_say_the_accepted_values_on_one_line() {
+        let e = Cli::try_parse_from(["pmustress", "run", "--migrate", "sideways"]).unwrap_err();
+        assert_eq!(
+            usage_line(&e),
+            "error: invalid value 'sideways' for '--migrate <MODE>' (expected one of: none, ping-pong, round-robin, random) (see pmustress --help)"
+        );
+        let e = Cli::try_parse_from(["pmustress", "run", "--period", "0"]).unwrap_err();
+        assert!(!usage_line(&e).contains("one of"));
     }
 
     #[test]

@@ -27,14 +27,15 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use kernel::{ArchFamily, Kernel};
-pub use knobs::Knobs;
+pub use kernel::{
+    ArchFamily, Cmdline, ConfigValue, Kernel, KernelConfig, WATCHED_OPTIONS, kstrtobool,
+};
+pub use kmsg::KernelLog;
+pub use knobs::{Knobs, Limit, SigQ, parse_limits, parse_sigq, status_field};
 pub use machine::{Cpus, Dmi, Platform, Virtualization};
-pub use pmu::{Pmu, Pmus};
-pub use pseudo_nmi::PseudoNmi;
+pub use pmu::{Pmu, Pmus, parse_probe_line};
+pub use pseudo_nmi::{PseudoNmi, PseudoNmiVerdict, verdict as pseudo_nmi_verdict};
 pub use read::Sourced;
-#[cfg(test)]
-pub use {knobs::SigQ, pseudo_nmi::PseudoNmiVerdict};
 
 use crate::cpu::{BranchEvent, CpuId, format_cpu_list};
 use read::Root;

@@ -27,6 +27,7 @@ pub mod ring;
 pub mod run;
 pub mod sample;
 pub mod signal;
+pub mod sigqueue;
 pub mod stats;
 pub mod timeline;
 pub mod worker;

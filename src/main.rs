@@ -43,11 +43,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // clap's own errors span several lines; the first one names the
-            // flag and the problem.
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("error: invalid command line");
-            eprintln!("{first} (see pmustress --help)");
+            eprintln!("{}", pmustress::cli::usage_line(&e));
             return ExitCode::from(EXIT_USAGE as u8);
         }
     };
@@ -248,6 +244,15 @@ fn run_command(args: &RunArgs) -> i32 {
             return EXIT_CANNOT_TEST;
         }
     };
+
+    match pmustress::sigqueue::check_live(cfg.workers) {
+        pmustress::sigqueue::Check::Refuse(msg) => {
+            eprintln!("pmustress: cannot test here: {msg}");
+            return EXIT_CANNOT_TEST;
+        }
+        pmustress::sigqueue::Check::Warn(msg) => eprintln!("warning: {msg}"),
+        pmustress::sigqueue::Check::Ok => {}
+    }
 
     let stop_signal = || {
         if sigint.load(Ordering::Relaxed) {

@@ -470,6 +470,11 @@ mod tests {
         let mut t = timeline(0, false);
         t.add_kernel(KernelRecord::Sample { time_ns: 9, cpu: 0 });
         t.add_signal(sig(P, 10, 0));
+        // The SIGIO'd overflow had its interrupt: its sample comes first.
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 14,
+            cpu: 0,
+        });
         t.add_signal(SignalRecord {
             delivery: Delivery::SigIo,
             ..sig(0, 15, 0)

@@ -23,6 +23,12 @@ pub const SAMPLE_RING_PAGES: usize = 16;
 /// Handler records buffered per worker between controller drains.
 pub const SIGNAL_RING_RECORDS: usize = 16_384;
 
+/// Test-only fault hook, not a feature: `PMUSTRESS_TEST_STALL_WORKER=N`
+/// makes worker N sleep in the kernel with its event enabled instead of
+/// running its loop, as a worker livelocked in signal delivery would, so
+/// tests/reliability.rs can prove the watchdog's "ran no user code" path.
+pub const TEST_STALL_ENV: &str = "PMUSTRESS_TEST_STALL_WORKER";
+
 /// State shared between a worker, the migrator and the controller.
 pub struct WorkerShared {
     pub index: usize,
@@ -84,6 +90,8 @@ pub fn run(
 ) -> Finished {
     let tid = kernel::gettid();
     shared.tid.store(tid, Ordering::Release);
+    let stall_for_test =
+        std::env::var(TEST_STALL_ENV).is_ok_and(|v| v.trim().parse::<usize>() == Ok(shared.index));
     let setup = || -> Result<(PerfEvent, Arc<Slot>, SampleRing), String> {
         kernel::move_thread(tid, spec.first_cpu)
             .map_err(|e| format!("cannot move worker to CPU {}: {e}", spec.first_cpu))?;
@@ -135,8 +143,10 @@ pub fn run(
     let started = kernel::set_signal_mask(&signal::worker_signals(), false)
         .and_then(|()| event.reset())
         .and_then(|()| event.enable());
-    if started.is_ok() {
-        spin(&shared);
+    match started {
+        Ok(()) if stall_for_test => stall(&shared),
+        Ok(()) => spin(&shared),
+        Err(_) => {}
     }
     // Pending overflow signals are delivered on the way out of this syscall,
     // before the final read.
@@ -166,6 +176,15 @@ fn spin(shared: &WorkerShared) {
         shared.heartbeat.fetch_add(1, Ordering::Relaxed);
     }
     black_box(acc);
+}
+
+/// The test-only stall: no user code, no heartbeat, and (on a software
+/// clock, which counts only while the thread runs) no overflow, until the
+/// watchdog gives up on this worker.
+fn stall(shared: &WorkerShared) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 fn open_error(e: &std::io::Error, attr: &EventAttr) -> String {

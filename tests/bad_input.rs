@@ -52,10 +52,77 @@ const BAD: &[(&[&str], &str)] = &[
     (&["--migrate", "sideways"], "--migrate"),
     (&["--mode", "chaos"], "--mode"),
     (&["--event", "task-clock", "--out", "/etc/passwd"], "--out"),
+    (&["--event", "task-clock", "--out", "/dev/null"], "--out"),
+    // Huge, negative and malformed numbers on every numeric flag.
+    (&["--period", "18446744073709551616"], "--period"),
+    (&["--skid", "99999999999999999999999"], "--skid"),
+    (&["--skid", "-1"], "--skid"),
+    (&["--workers", "-1"], "--workers"),
+    (&["--workers", "1025"], "--workers"),
+    (&["--interrupts", "-3"], "--interrupts"),
+    (&["--stop-after-anomalies", "0"], "--stop-after-anomalies"),
+    (
+        &["--inject-drop-every", "99999999999999999999"],
+        "--inject-drop-every",
+    ),
+    (&["--max-anomaly-lines", "-1"], "--max-anomaly-lines"),
+    (&["--max-anomaly-lines", "x"], "--max-anomaly-lines"),
+    // Durations: negative, zero, scientific, beyond what a Duration holds.
+    (&["--duration", "-5s"], "--duration"),
+    (&["--duration", "1e3s"], "--duration"),
+    (&["--duration", "99999999999999999999h"], "--duration"),
+    (&["--migrate-interval", "-1ms"], "--migrate-interval"),
+    (&["--watchdog", "0s"], "--watchdog"),
+    (&["--watchdog", "-1s"], "--watchdog"),
+    // CPU lists: duplicates through a range, open ranges, beyond any CPU,
+    // and CPUs that exist nowhere or not for this process.
+    (&["--cpus", "0-1,1"], "--cpus"),
+    (&["--cpus", "0-"], "--cpus"),
+    (&["--cpus", ","], "--cpus"),
+    (&["--cpus", "0-4294967295"], "--cpus"),
+    (&["--cpus", "99999999999"], "--cpus"),
+    (&["--event", "task-clock", "--cpus", "4095"], "--cpus"),
+    // Events: case, empty, too many hex digits.
+    (&["--event", "BRANCHES"], "--event"),
+    (&["--event", ""], "--event"),
+    (&["--event", "r12345678901234567"], "--event"),
+    // Conflicting flags.
+    (
+        &[
+            "--event",
+            "task-clock",
+            "--migrate",
+            "random",
+            "--cpus",
+            "1",
+        ],
+        "--migrate",
+    ),
+    (
+        &[
+            "--event",
+            "cpu-clock",
+            "--period",
+            "60000",
+            "--skid",
+            "60000",
+        ],
+        "--skid",
+    ),
+];
+
+/// Words that introduce the accepted form in every message.
+const FORM: &[&str] = &[
+    "expected",
+    "possible values",
+    "available:",
+    "must be below",
+    "use --",
 ];
 
 #[test]
 fn bad_command_lines_exit_2_with_one_line_naming_the_flag() {
+    assert!(BAD.len() >= 25);
     for (args, flag) in BAD {
         let mut argv = vec!["run"];
         argv.extend_from_slice(args);
@@ -70,6 +137,10 @@ fn bad_command_lines_exit_2_with_one_line_naming_the_flag() {
         assert!(
             stderr.contains(flag),
             "{argv:?}: does not name {flag}: {stderr}"
+        );
+        assert!(
+            FORM.iter().any(|f| stderr.contains(f)),
+            "{argv:?}: does not say the accepted form: {stderr}"
         );
         assert!(out.stdout.is_empty(), "{argv:?}: printed to stdout");
     }

@@ -4,6 +4,7 @@
 use crate::util::{read_json, run, u64_at};
 
 fn bisect(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+    let _machine = crate::util::shared_machine();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let mut argv = vec![

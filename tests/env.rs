@@ -1,6 +1,6 @@
 //! `pmustress env` on this very machine, and its embedding in every run.
 
-use crate::util::{has_core_pmu, read_json, run};
+use crate::util::{has_core_pmu, read_json, run, shared_machine};
 
 #[test]
 fn env_json_has_schema_and_a_pseudo_nmi_verdict_with_evidence() {
@@ -32,6 +32,7 @@ fn env_text_starts_with_the_verdict_and_says_when_there_is_no_pmu() {
 fn every_run_prints_the_verdict_first_and_embeds_the_fingerprint() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("r");
+    let _machine = shared_machine();
     let out = run(&[
         "run",
         "--event",

@@ -46,6 +46,7 @@ fn kill(child: &std::process::Child, sig: i32) {
 
 #[test]
 fn interrupted_at_many_points_leaves_parseable_results() {
+    let _machine = crate::util::shared_machine();
     let dir = tempfile::tempdir().unwrap();
     // From the moment the directory exists: during worker setup, mid-run,
     // and around the first flushes; both signals.
@@ -78,6 +79,7 @@ fn interrupted_at_many_points_leaves_parseable_results() {
 
 #[test]
 fn a_second_ctrl_c_exits_at_once() {
+    let _machine = crate::util::shared_machine();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let mut child = start(&out);

@@ -4,12 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::util::{read_json, run};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use crate::util::{is_root, read_json, run};
 
 /// A tmpfs of `kib` KiB, unmounted on drop.
 struct TinyDisk {
@@ -85,6 +80,7 @@ fn a_disk_too_small_for_the_verdict_is_refused_before_measuring() {
 
 #[test]
 fn a_disk_that_fills_up_mid_run_stops_it_and_keeps_the_verdict() {
+    let _machine = crate::util::shared_machine();
     if !is_root() {
         eprintln!("skipped: mounting a tmpfs needs root");
         return;

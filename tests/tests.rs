@@ -10,5 +10,7 @@ mod env;
 mod interrupt;
 mod output;
 mod plot;
+mod properties;
+mod reliability;
 mod report;
 mod run_software;

@@ -1,5 +1,6 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use assert_cmd::Command;
 
@@ -28,4 +29,56 @@ pub fn has_core_pmu() -> bool {
     ["cpu", "cpu_core", "armv8_pmuv3_0"]
         .iter()
         .any(|p| Path::new("/sys/bus/event_source/devices").join(p).exists())
+}
+
+/// Runs share the machine: a test that changes a kernel-wide setting
+/// (perf_event_max_sample_rate, perf_event_paranoid) or the user-wide
+/// signal queue would change every run going on beside it. Every test that
+/// launches a measurement holds this for reading; such a test holds it for
+/// writing, alone.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// Held by a test while it runs pmustress measurements.
+pub fn shared_machine() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Held by a test that changes what other runs would see.
+pub fn exclusive_machine() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A /proc/sys value set for the life of the guard, restored on drop, which
+/// runs on panic too.
+pub struct Sysctl {
+    path: PathBuf,
+    old: String,
+}
+
+impl Sysctl {
+    /// `name` as in /proc/sys ("kernel/perf_event_max_sample_rate").
+    pub fn set(name: &str, value: &str) -> std::io::Result<Sysctl> {
+        let path = Path::new("/proc/sys").join(name);
+        let old = std::fs::read_to_string(&path)?.trim().to_string();
+        let guard = Sysctl { path, old };
+        std::fs::write(&guard.path, value)?;
+        Ok(guard)
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.path, &self.old) {
+            eprintln!(
+                "COULD NOT RESTORE {} to {}: {e}",
+                self.path.display(),
+                self.old
+            );
+        }
+    }
 }

@@ -1,0 +1,127 @@
+/*!
+The realtime signal queue a run needs, checked before measuring.
+
+Every overflow queues one realtime signal to its worker. The kernel counts
+it against RLIMIT_SIGPENDING (`ulimit -i`) together with every signal queued
+for any process of the same user: /proc/self/status shows both as
+`SigQ: queued/limit`. When the queue is full the kernel sends plain SIGIO
+instead; the run survives that and judges those windows
+`signal-queue-overflow`, never dropped, but a worker that cannot queue a
+single signal measures nothing, and a tight queue turns a run into mostly
+SIGIO.
+*/
+
+use crate::fingerprint::{SigQ, parse_sigq, status_field};
+
+/// Realtime signals one worker may have queued at once in the worst case
+/// we plan for. A worker takes its signal on the next return to user mode,
+/// and its handler blocks the signal for a few microseconds, so in a healthy
+/// run at most one or two wait; this leaves room for a worker that is
+/// preempted, migrated or in the kernel for several periods. A worker that
+/// stops taking signals altogether fills any queue: that is the watchdog's
+/// job, not this check's.
+pub const WORST_CASE_PER_WORKER: u64 = 16;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    Ok,
+    /// Room for every worker, but not for the worst case: say so.
+    Warn(String),
+    /// Not even one signal per worker: do not measure (exit 125).
+    Refuse(String),
+}
+
+/// Judges the queue for `workers` from SigQ (the user's queued signals and
+/// this process's RLIMIT_SIGPENDING).
+pub fn check(sigq: SigQ, workers: usize) -> Check {
+    let workers = workers as u64;
+    let free = sigq.limit.saturating_sub(sigq.queued);
+    let worst = workers.saturating_mul(WORST_CASE_PER_WORKER);
+    let raise = sigq.queued.saturating_add(worst);
+    let numbers = format!(
+        "RLIMIT_SIGPENDING (ulimit -i) is {} and this user has {} signals queued already, leaving room for {free}",
+        sigq.limit, sigq.queued
+    );
+    if free < workers {
+        let fewer = if free > 0 {
+            format!(" or use --workers {free}")
+        } else {
+            String::new()
+        };
+        Check::Refuse(format!(
+            "the realtime signal queue is too small: {numbers}, and each of the {workers} workers needs at least one; raise it (ulimit -i {raise}){fewer}"
+        ))
+    } else if free < worst {
+        Check::Warn(format!(
+            "the realtime signal queue is tight: {numbers}, less than {worst} for {workers} workers x {WORST_CASE_PER_WORKER} in the worst case; expect plain-SIGIO fallbacks (judged signal-queue-overflow, not drops); raise it with ulimit -i {raise}"
+        ))
+    } else {
+        Check::Ok
+    }
+}
+
+/// The check for this process, from /proc/self/status; `Ok` when SigQ
+/// cannot be read (the kernel will still fall back to SIGIO, which is
+/// handled).
+pub fn check_live(workers: usize) -> Check {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| status_field(&s, "SigQ").and_then(parse_sigq))
+        .map_or(Check::Ok, |q| check(q, workers))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(queued: u64, limit: u64) -> SigQ {
+        SigQ { queued, limit }
+    }
+
+    #[test]
+    fn room_for_the_worst_case_is_ok() {
+        assert_eq!(check(q(0, 96365), 1024), Check::Ok);
+        assert_eq!(check(q(3, 3 + 32), 2), Check::Ok);
+        // RLIM_INFINITY as SigQ prints it.
+        assert_eq!(check(q(5, u64::MAX), 1024), Check::Ok);
+    }
+
+    #[test]
+    fn room_for_each_worker_but_not_the_worst_case_warns_with_the_numbers() {
+        let Check::Warn(m) = check(q(10, 41), 2) else {
+            panic!("expected a warning")
+        };
+        assert_eq!(
+            m,
+            "the realtime signal queue is tight: RLIMIT_SIGPENDING (ulimit -i) is 41 and this user has 10 signals queued already, leaving room for 31, less than 32 for 2 workers x 16 in the worst case; expect plain-SIGIO fallbacks (judged signal-queue-overflow, not drops); raise it with ulimit -i 42"
+        );
+        assert!(matches!(check(q(0, 2), 2), Check::Warn(_)));
+    }
+
+    #[test]
+    fn less_than_one_signal_per_worker_refuses() {
+        let Check::Refuse(m) = check(q(0, 1), 2) else {
+            panic!("expected a refusal")
+        };
+        assert!(m.contains("ulimit -i) is 1 "), "{m}");
+        assert!(m.contains("leaving room for 1,"), "{m}");
+        assert!(
+            m.ends_with("raise it (ulimit -i 32) or use --workers 1"),
+            "{m}"
+        );
+        // More queued than the limit (the limit was lowered under us).
+        let Check::Refuse(m) = check(q(90, 50), 1) else {
+            panic!("expected a refusal")
+        };
+        assert!(m.contains("leaving room for 0,"), "{m}");
+        assert!(!m.contains("--workers"), "{m}");
+    }
+
+    #[test]
+    fn this_process_can_be_checked() {
+        // Whatever this machine's limit, a single worker fits unless the
+        // queue is exhausted; the point is that SigQ is read and parsed.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        assert!(status_field(&status, "SigQ").and_then(parse_sigq).is_some());
+    }
+}
