@@ -159,6 +159,9 @@ pub struct Witness {
     pub injected: u64,
     /// A counter read failed in this window.
     pub tool_error: bool,
+    /// Signals folded into this window because their read came long after
+    /// their overflow (hardware, free mode): each had its own interrupt.
+    pub late_signals: u64,
 }
 
 /// The verdict on one window.
@@ -178,7 +181,8 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
     let nearest = nearest_multiple(delta, period);
     let (overflows, missed) = match class {
         DeltaClass::Ok => (1, 0),
-        DeltaClass::Missed { missed } => (missed + 1, missed),
+        // Late signals folded in were signals of their own overflows.
+        DeltaClass::Missed { missed } => (missed + 1, missed.saturating_sub(w.late_signals)),
         DeltaClass::Late | DeltaClass::Early => (nearest, nearest.saturating_sub(1)),
     };
     // Overflows whose interrupt never happened: the closing signal had its
@@ -187,8 +191,8 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
     // drop by construction (a software clock's jitter can push the merged
     // delta off a multiple).
     let absent = match class {
-        DeltaClass::Missed { missed } => overflows
-            .saturating_sub(w.kernel_samples.max(1))
+        DeltaClass::Missed { .. } => overflows
+            .saturating_sub(w.kernel_samples.max(1 + w.late_signals))
             .min(missed),
         DeltaClass::Late | DeltaClass::Early => w.injected,
         DeltaClass::Ok => 0,
@@ -230,6 +234,8 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
         }
         DeltaClass::Late => j.kind = Some(AnomalyKind::Late),
         DeltaClass::Early => j.kind = Some(AnomalyKind::Early),
+        // Every overflow of the window had its own signal, some late.
+        DeltaClass::Missed { .. } if missed == 0 => {}
         DeltaClass::Missed { .. } => {
             j.kind = Some(if w.records_lost {
                 AnomalyKind::WitnessLost

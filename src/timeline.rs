@@ -274,7 +274,57 @@ impl Timeline {
             return None;
         }
         self.totals.signals += 1;
+        let c = self.cfg;
+        if c.mode == Mode::Free && !c.software && rec.value % c.period > c.skid {
+            return Some(self.fold_late(window, rec));
+        }
         self.close(window, rec)
+    }
+
+    /// A hardware counter in free mode overflows at exact multiples of the
+    /// period, and a signal sent for an overflow reads the counter less than
+    /// a skid past it. A read further from every multiple came late (queued
+    /// behind other signals, or the thread was not running), so it may
+    /// already count overflows whose own signals are still queued: judging
+    /// its window alone would call those missed, and their samples absent.
+    /// Its window is folded into the next one instead, which ends with a
+    /// prompt read, and the late read is reported for what it is.
+    fn fold_late(&mut self, mut window: Window, rec: SignalRecord) -> Closed {
+        let c = self.cfg;
+        let cpu_before = self.prev_cpu.replace(rec.cpu);
+        if cpu_before.is_some_and(|b| b != rec.cpu) {
+            self.totals.cpu_changes += 1;
+        }
+        let closed = ClosedWindow {
+            worker: c.worker,
+            signal_seq: self.seq,
+            time_ns: rec.time_ns,
+            delta: window.delta,
+            cpu: rec.cpu,
+        };
+        bump(&mut self.totals.anomalies, AnomalyKind::Late, 1);
+        let anomaly = Anomaly {
+            worker: c.worker,
+            signal_seq: self.seq,
+            time_ns: rec.time_ns,
+            delta: window.delta,
+            period: c.period,
+            skid: c.skid,
+            kind: AnomalyKind::Late,
+            missed: 0,
+            dropped: 0,
+            cpu_before,
+            cpu_after: rec.cpu,
+            since_migration_ns: self.last_move.map(|m| rec.time_ns.saturating_sub(m)),
+            kernel_samples: window.witness.kernel_samples,
+            injected: window.witness.injected,
+        };
+        window.witness.late_signals += 1;
+        self.carry = window;
+        Closed {
+            window: closed,
+            anomaly: Some(anomaly),
+        }
     }
 
     fn close(&mut self, window: Window, rec: SignalRecord) -> Option<Closed> {
@@ -509,6 +559,80 @@ mod tests {
                 totals.dropped_interrupts
             ),
             (1, 1, 0)
+        );
+    }
+
+    /// Recorded under QEMU (cycles, period 100000, skid 10000, no
+    /// migration): two signals delivered ~1.9 periods late, then a prompt
+    /// one. Every overflow had its sample and its signal: no drop.
+    #[test]
+    fn late_reads_fold_into_the_next_prompt_window() {
+        let p = 100_000;
+        let mut t = Timeline::new(TimelineConfig {
+            period: p,
+            skid: 10_000,
+            ..timeline(0, false).cfg
+        });
+        t.add_kernel(KernelRecord::Sample { time_ns: 9, cpu: 0 });
+        assert_eq!(t.add_signal(sig(100_031, 10, 0)), None);
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 15,
+            cpu: 0,
+        });
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 25,
+            cpu: 0,
+        });
+        let late = t.add_signal(sig(390_101, 30, 0)).unwrap();
+        assert_eq!((late.kind, late.dropped), (AnomalyKind::Late, 0));
+        let late = t.add_signal(sig(390_345, 31, 0)).unwrap();
+        assert_eq!(late.kind, AnomalyKind::Late);
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 35,
+            cpu: 0,
+        });
+        assert_eq!(t.add_signal(sig(400_031, 40, 0)), None);
+        // A late/early pair: one late read, then a prompt one.
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 45,
+            cpu: 0,
+        });
+        assert_eq!(
+            t.add_signal(sig(535_555, 50, 0)).unwrap().kind,
+            AnomalyKind::Late
+        );
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 55,
+            cpu: 0,
+        });
+        assert_eq!(t.add_signal(sig(600_031, 60, 0)), None);
+        let totals = t.finish();
+        assert_eq!(totals.dropped_interrupts, 0);
+        assert_eq!(totals.accounted_overflows, 6);
+        assert_eq!(totals.signals, 6);
+        assert_eq!(totals.kernel_samples, 6);
+    }
+
+    /// The bug itself: the interrupt for overflow 2 never came, so the next
+    /// prompt read is two periods on with one sample.
+    #[test]
+    fn a_lost_interrupt_between_prompt_reads_is_a_drop() {
+        let p = 100_000;
+        let mut t = Timeline::new(TimelineConfig {
+            period: p,
+            skid: 10_000,
+            ..timeline(0, false).cfg
+        });
+        t.add_kernel(KernelRecord::Sample { time_ns: 9, cpu: 0 });
+        t.add_signal(sig(100_031, 10, 0));
+        t.add_kernel(KernelRecord::Sample {
+            time_ns: 29,
+            cpu: 1,
+        });
+        let a = t.add_signal(sig(300_040, 30, 1)).unwrap();
+        assert_eq!(
+            (a.kind, a.dropped, a.missed),
+            (AnomalyKind::DroppedInterrupt, 1, 1)
         );
     }
 
