@@ -5,4 +5,5 @@ mod util;
 
 mod bad_input;
 mod env;
+mod matrix;
 mod run_software;
