@@ -66,6 +66,8 @@ impl Rig {
             })
         };
         shared.tid.store(spinner.tid, Ordering::Release);
+        // The migrator moves only workers that have started spinning.
+        shared.heartbeat.store(1, Ordering::Release);
         Rig {
             cpus: cpu_pair(),
             shared,
@@ -233,15 +235,42 @@ mod diag {
         )
     }
 
-    struct Quiet;
-    impl run::Observer for Quiet {
-        fn anomaly(&mut self, _: &pmustress::timeline::Anomaly) {}
-        fn progress(&mut self, _: &run::Progress) {}
+    /// Watches a run through its progress reports; with `idle`, switches
+    /// the workers to SCHED_IDLE at the first report (the prototype fix).
+    struct Watch {
+        idle: bool,
+        switched: bool,
+        /// (elapsed ns, moves, signals) at the first and the last report.
+        first: Option<(u64, u64, u64)>,
+        last: Option<(u64, u64, u64)>,
     }
 
-    /// A full `run::run` on task-clock: moves/s requested and seen by the
-    /// kernel (se.nr_migrations).
-    fn full(workers: usize) -> (f64, f64) {
+    impl run::Observer for Watch {
+        fn anomaly(&mut self, _: &pmustress::timeline::Anomaly) {}
+        fn progress(&mut self, p: &run::Progress) {
+            if self.idle && !self.switched {
+                self.switched = true;
+                for entry in std::fs::read_dir("/proc/self/task").into_iter().flatten() {
+                    let Ok(entry) = entry else { continue };
+                    let comm =
+                        std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+                    if comm.starts_with("worker-")
+                        && let Ok(tid) = entry.file_name().to_string_lossy().parse()
+                    {
+                        set_policy(tid, libc::SCHED_IDLE, 0);
+                    }
+                }
+            }
+            let now = (p.elapsed_ns, p.moves, p.signals);
+            self.first.get_or_insert(now);
+            self.last = Some(now);
+        }
+    }
+
+    /// A full `run::run` on task-clock, ping-pong back to back: moves/s and
+    /// signals/s between its first and last progress reports (0.25 s to
+    /// the end), and whether the moves requested match the kernel's count.
+    fn full(workers: usize, idle: bool) -> (f64, f64, bool) {
         let workers = workers.to_string();
         let argv = [
             "pmustress",
@@ -251,7 +280,7 @@ mod diag {
             "--workers",
             &workers,
             "--duration",
-            "1s",
+            "2s",
         ];
         let args = match pmustress::cli::Cli::try_parse_from(argv).map(|c| c.command) {
             Ok(pmustress::cli::Command::Run(a)) => a,
@@ -259,15 +288,24 @@ mod diag {
         };
         let allowed = kernel::allowed_cpus().expect("sched_getaffinity");
         let cfg = RunConfig::from_args(&args, &allowed, &Platform::default()).expect("config");
-        let rec = run::run(&cfg, &|| None, &mut Quiet).expect("a task-clock run");
-        let secs = rec.elapsed_ns as f64 / 1e9;
+        let mut watch = Watch {
+            idle,
+            switched: false,
+            first: None,
+            last: None,
+        };
+        let rec = run::run(&cfg, &|| None, &mut watch).expect("a task-clock run");
         let requested: u64 = rec.workers.iter().map(|w| w.moves_requested).sum();
-        let kernel: u64 = rec
-            .workers
-            .iter()
-            .map(|w| w.kernel_migrations.unwrap_or(0))
-            .sum();
-        (requested as f64 / secs, kernel as f64 / secs)
+        let kernel: Option<u64> = rec.workers.iter().map(|w| w.kernel_migrations).sum();
+        let (Some(a), Some(b)) = (watch.first, watch.last) else {
+            return (0.0, 0.0, false);
+        };
+        let secs = (b.0 - a.0).max(1) as f64 / 1e9;
+        (
+            (b.1 - a.1) as f64 / secs,
+            (b.2 - a.2) as f64 / secs,
+            kernel.is_none_or(|k| k == requested),
+        )
     }
 
     use clap::Parser as _;
@@ -304,12 +342,22 @@ mod diag {
                 line("2 workers SCHED_IDLE", bare(&[&w0, &w1], cpus));
             }
         }
+        println!(
+            "diagnosis: full runs (task-clock, ping-pong back to back, 2 s; rates from 0.25 s on)"
+        );
         for _ in 0..3 {
-            let (r1, k1) = full(1);
-            let (r2, k2) = full(2);
-            println!(
-                "  full run (task-clock, ping-pong): 1 worker {r1:.0} moves/s ({k1:.0} seen by the kernel), 2 workers {r2:.0} ({k2:.0})"
-            );
+            for (workers, idle) in [(1, false), (2, false), (2, true)] {
+                let (moves, signals, matches) = full(workers, idle);
+                println!(
+                    "  {workers} worker(s){}: {moves:>8.0} moves/s, {signals:>6.0} signals/s{}",
+                    if idle { ", SCHED_IDLE (prototype)" } else { "" },
+                    if matches {
+                        ""
+                    } else {
+                        "; moves requested != kernel count"
+                    }
+                );
+            }
         }
     }
 }
