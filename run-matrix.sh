@@ -11,8 +11,9 @@
 # stderr.log, command); the sweep writes summary.csv and summary.txt there
 # and prints the latter. Exit status: 0 every case clean, 1 some case found
 # dropped interrupts, 125 otherwise (nothing, or not every case, could be
-# judged: no PMU, unsupported event, inconclusive run), 2 usage error of this
-# script, 130 interrupted. A failing case never stops the sweep.
+# judged: no PMU, unsupported event, inconclusive run, timeout), 2 usage
+# error of this script, 130/143 interrupted by SIGINT/SIGTERM (the summary
+# then covers the cases run). A failing case never stops the sweep.
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,7 +55,7 @@ beats the default.
 Arguments after -- go to every `pmustress run` (e.g. -- --inject-drop-every 50).
 
 Exit status: 0 every case clean, 1 some case found dropped interrupts,
-125 otherwise (not every case could be judged), 2 usage, 130 interrupted.
+125 otherwise (not every case could be judged), 2 usage, 130/143 interrupted.
 EOF
 }
 
@@ -278,8 +279,6 @@ if ! command -v python3 >/dev/null; then
     echo "run-matrix.sh: cannot test: python3 is needed to read run.json" >&2
     exit 125
 fi
-have_timeout=0
-command -v timeout >/dev/null && have_timeout=1
 
 matrix=$results_root/matrix-$(date -u +%Y%m%dT%H%M%SZ)
 # Two sweeps started in the same second get distinct directories.
@@ -330,8 +329,47 @@ EOF
 
 # --- the sweep -------------------------------------------------------------
 
+# Runs one case in the background and waits for it, so a signal to this
+# script runs its trap at once. Ctrl-C reaches pmustress from the terminal
+# by itself (one SIGINT: a second would make it quit without saving); a
+# SIGTERM sent to this script alone is passed on. Sets `status`.
 interrupted=0
-trap 'interrupted=1' INT TERM
+child=''
+trap 'interrupted=130' INT
+trap 'interrupted=143; [[ -z $child ]] || kill -TERM "$child" 2>/dev/null' TERM
+
+run_case() {
+    local dir=$1 watchdog=''
+    shift
+    "$@" >"$dir/stdout.log" 2>"$dir/stderr.log" </dev/null &
+    child=$!
+    if [[ -n $opt_timeout ]]; then
+        # SIGINT at the limit (pmustress saves what it measured), SIGKILL
+        # 10 s later.
+        (
+            sleep "$opt_timeout" &
+            trap 'kill $! 2>/dev/null; exit 0' TERM
+            wait $! || exit 0
+            echo "run-matrix.sh: case timed out after $opt_timeout s" >"$dir/timed-out"
+            kill -INT "$child" 2>/dev/null
+            sleep 10 &
+            wait $!
+            kill -KILL "$child" 2>/dev/null
+        ) &
+        watchdog=$!
+    fi
+    # `wait` returns early when a trap runs: wait again until the case ended.
+    while :; do
+        wait "$child"
+        status=$?
+        kill -0 "$child" 2>/dev/null || break
+    done
+    child=''
+    if [[ -n $watchdog ]]; then
+        kill -TERM "$watchdog" 2>/dev/null
+        wait "$watchdog" 2>/dev/null
+    fi
+}
 
 csv=$matrix/summary.csv
 header="case,event,period,workers,migrate,interval,verdict,exit_status,overflows,dropped,rate_per_million,ci_low_per_million,ci_high_per_million,signals,migrations"
@@ -350,23 +388,24 @@ for i in "${!case_names[@]}"; do
     mkdir -p "$dir"
     case_args "$i"
     cmd=("$opt_bin" run "${args[@]}" --out "$dir")
-    if ((have_timeout)) && [[ -n $opt_timeout ]]; then
-        cmd=(timeout --signal=INT --kill-after=10 "$opt_timeout" "${cmd[@]}")
-    fi
     printf '%q ' "${cmd[@]}" >"$dir/command"
     echo >>"$dir/command"
     printf '[%d/%d] %s ... ' "$((i + 1))" "$ncases" "$name" >&2
-    "${cmd[@]}" >"$dir/stdout.log" 2>"$dir/stderr.log" </dev/null
-    status=$?
+    run_case "$dir" "${cmd[@]}"
     n_done=$((n_done + 1))
+    timed_out=0
+    [[ -e $dir/timed-out ]] && timed_out=1
+    # pmustress exits 130/143 only when SIGINT/SIGTERM stopped it.
+    ((timed_out)) || case $status in 130 | 143) interrupted=$status ;; esac
 
     IFS=$'\t' read -r verdict json_status overflows dropped rate ci_low ci_high signals migrations \
         < <(read_run_json "$dir/run.json")
-    if [[ -z $verdict ]]; then
+    if ((timed_out)); then
+        verdict=timeout
+    elif [[ -z $verdict ]]; then
         # No run.json: say why from the exit status.
         case $status in
             2) verdict=usage-error ;;
-            124 | 137) verdict=timeout ;;
             125) verdict=cannot-test ;;
             130 | 143) verdict=interrupted ;;
             *) verdict=error ;;
@@ -383,7 +422,11 @@ for i in "${!case_names[@]}"; do
     esac
     echo "$verdict (exit $status)" >&2
     if [[ $verdict != clean && $verdict != dropped ]]; then
-        reason=$(grep -v '^$' "$dir/stderr.log" | tail -n 1)
+        if ((timed_out)); then
+            reason=$(cat "$dir/timed-out")
+        else
+            reason=$(grep -v '^$' "$dir/stderr.log" | tail -n 1)
+        fi
         [[ -n $reason ]] && echo "    $reason" >&2
     fi
 
@@ -405,7 +448,7 @@ elif ((n_done > 0 && n_clean == n_done && n_done == ncases)); then
 else
     exit_status=125
 fi
-((interrupted)) && exit_status=130
+((interrupted)) && exit_status=$interrupted
 
 {
     echo "pmustress matrix: $matrix"
@@ -420,7 +463,7 @@ fi
         0) echo "exit 0: every case clean" ;;
         1) echo "exit 1: dropped interrupts found" ;;
         125) echo "exit 125: not every case could be judged (see each case's stderr.log)" ;;
-        130) echo "exit 130: interrupted" ;;
+        130 | 143) echo "exit $exit_status: interrupted" ;;
     esac
 } >"$matrix/summary.txt"
 cat "$matrix/summary.txt"

@@ -133,12 +133,14 @@ fn tiny_matrix_reports_each_case_and_exits_1_on_drops() {
         let n = |s: &String| -> u64 { s.parse().unwrap_or_else(|_| panic!("{s:?} in {row:?}")) };
         let f = |s: &String| -> f64 { s.parse().unwrap_or_else(|_| panic!("{s:?} in {row:?}")) };
         assert!(n(signals) >= 200, "{row:?}");
-        assert!(n(overflows) >= n(signals), "{row:?}");
-        // The same numbers as the case's own run.json, and every injected
-        // drop (one in 50 of >= 200 signals) found.
+        assert!(n(overflows) > 0, "{row:?}");
+        // The same numbers as the case's own run.json. One signal in 50 is
+        // discarded, so >= 200 signals reveal >= 4 injected drops; a
+        // software-clock slip may turn one window into `late`, never more
+        // drops than were injected.
         let json = read_json(&matrix.join(&row[0]));
         assert_eq!(n(dropped), u64_at(&json, "/totals/dropped_interrupts"));
-        assert_eq!(n(dropped), u64_at(&json, "/totals/injected"));
+        assert!(n(dropped) <= u64_at(&json, "/totals/injected"), "{row:?}");
         assert!(n(dropped) >= 3, "{row:?}");
         assert_eq!(n(overflows), u64_at(&json, "/totals/accounted_overflows"));
         assert_eq!(n(migrations) > 0, moving, "{row:?}");
@@ -177,6 +179,43 @@ fn failing_cases_do_not_stop_the_sweep_and_exit_125() {
         assert!(row[8..].iter().all(String::is_empty), "{row:?}");
         let stderr = std::fs::read_to_string(matrix.join(&row[0]).join("stderr.log")).unwrap();
         assert!(stderr.contains("--period"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_case_over_its_time_limit_is_stopped_and_the_sweep_goes_on() {
+    let root = tempfile::tempdir().unwrap();
+    let out = script(
+        &[
+            ("EVENTS", "task-clock"),
+            ("PERIODS", "1000000"),
+            ("WORKERS", "1"),
+            ("MIGRATE", "none ping-pong"),
+            ("DURATION", "1h"),
+            ("CASE_TIMEOUT", "1"),
+        ],
+        &["--results", root.path().to_str().unwrap()],
+    );
+    let what = describe(&out);
+    assert_eq!(out.status.code(), Some(125), "{what}");
+    let matrix = matrix_dir(root.path());
+    let rows = summary_rows(&matrix);
+    assert_eq!(rows.len(), 2, "{what}");
+    for row in &rows {
+        assert_eq!(row[6], "timeout", "{row:?}");
+        // SIGINT at the limit (SIGKILL 10 s later if that did not stop it).
+        assert!(["130", "137"].contains(&row[7].as_str()), "{row:?}");
+        // pmustress saves what it measured when SIGINT stops it (unless
+        // the signal came before its handlers were installed).
+        let dir = matrix.join(&row[0]);
+        if dir.join("run.json").exists() {
+            let json = read_json(&dir);
+            assert_eq!(json["verdict"], "interrupted");
+            assert_eq!(
+                row[8],
+                u64_at(&json, "/totals/accounted_overflows").to_string()
+            );
+        }
     }
 }
 
