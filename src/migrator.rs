@@ -81,7 +81,12 @@ pub fn run(
     }
     while !stop.load(Ordering::Relaxed) {
         for (w, shared) in workers.iter().enumerate() {
-            if shared.stop.load(Ordering::Relaxed) {
+            // A worker that has not spun yet is parked at the start barrier
+            // with its event disabled: moving it exercises nothing and would
+            // count moves the kernel's own count (taken after the barrier)
+            // never sees.
+            if shared.stop.load(Ordering::Relaxed) || shared.heartbeat.load(Ordering::Relaxed) == 0
+            {
                 continue;
             }
             let Some(cpu) = plan.next_cpu(w) else {
@@ -135,6 +140,58 @@ mod tests {
             assert_eq!(b.next_cpu(0), Some(next));
             cur = next;
         }
+    }
+
+    #[test]
+    fn workers_are_moved_only_once_they_run() {
+        let cpus = kernel::allowed_cpus().unwrap();
+        if cpus.len() < 2 {
+            eprintln!("skipped: moving threads needs 2 CPUs");
+            return;
+        }
+        // Two real threads, parked: worker 0 has a heartbeat (it started
+        // spinning), worker 1 has none yet (still at the start barrier).
+        let release = Arc::new(std::sync::Barrier::new(3));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (tx, release) = (tx.clone(), Arc::clone(&release));
+                std::thread::spawn(move || {
+                    tx.send(kernel::gettid()).unwrap();
+                    release.wait();
+                })
+            })
+            .collect();
+        let workers: Vec<Arc<WorkerShared>> = (0..2)
+            .map(|i| {
+                let w = Arc::new(WorkerShared::new(i));
+                w.tid.store(rx.recv().unwrap(), Ordering::Relaxed);
+                w
+            })
+            .collect();
+        workers[0].heartbeat.store(1, Ordering::Relaxed);
+        // Stop after worker 0's tenth move: a count, not a clock.
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopper = {
+            let (w0, stop) = (Arc::clone(&workers[0]), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while w0.moves_requested.load(Ordering::Relaxed) < 10 {
+                    std::thread::yield_now();
+                }
+                stop.store(true, Ordering::Relaxed);
+            })
+        };
+        let plan = Plan::new(MigrateMode::PingPong, &cpus[..2], 2, 1);
+        run(plan, workers.clone(), Duration::ZERO, stop);
+        stopper.join().unwrap();
+        release.wait();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(workers[0].moves_requested.load(Ordering::Relaxed) >= 10);
+        assert_eq!(workers[0].moves_failed.load(Ordering::Relaxed), 0);
+        assert_eq!(workers[1].moves_requested.load(Ordering::Relaxed), 0);
+        assert_eq!(workers[1].moves.pop(), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod bisect;
 mod completions;
 mod env;
 mod interrupt;
+mod matrix;
 mod output;
 mod plot;
 mod properties;

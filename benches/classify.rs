@@ -1,0 +1,233 @@
+/*!
+Classifier and ring: deltas classified per second, and the cost of a push
+and a pop on the handler's ring, each against a floor measured in the same
+run:
+
+- classification: `classify_delta` + `judge`, and a whole `Timeline` (kernel
+  sample records, witness, histogram, totals) fed one overflow at a time,
+  against the floor of reading the same deltas (a sum);
+- the ring: `Ring<3>` push + pop (the signal record's three words) against
+  three relaxed atomic stores and loads into a preallocated slot, the
+  memory traffic without the single-producer protocol. (A two-thread
+  figure would measure the scheduler here: on 2 busy CPUs producer and
+  consumer seldom run at once.)
+
+The headroom line compares the timeline's rate with the most signals the
+kernel would ever send: perf_event_max_sample_rate per CPU, times the CPUs.
+*/
+
+mod common;
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+use common::{Tally, machine_line, ratio_line};
+use pmustress::classify::{self, Witness};
+use pmustress::ring::Ring;
+use pmustress::sample::KernelRecord;
+use pmustress::signal::{Delivery, SignalRecord};
+use pmustress::timeline::{Mode, Timeline, TimelineConfig};
+
+const PERIOD: u64 = 100_000;
+const SKID: u64 = 2_000;
+
+/// Deltas like a run's: mostly ok with jitter, some missed, late, early.
+fn deltas(n: usize) -> Vec<u64> {
+    let mut rng = fastrand_like(7);
+    (0..n)
+        .map(|i| {
+            // Within +/- skid of the period.
+            let jitter = (rng() % (2 * SKID + 1)) as i64 - SKID as i64;
+            match i % 100 {
+                0 => (2 * PERIOD).saturating_add_signed(jitter),
+                1 => 3 * PERIOD / 2,
+                2 => PERIOD / 3,
+                _ => PERIOD.saturating_add_signed(jitter),
+            }
+        })
+        .collect()
+}
+
+/// A tiny xorshift, so the bench needs no RNG dependency of its own.
+fn fastrand_like(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+fn timeline() -> Timeline {
+    Timeline::new(TimelineConfig {
+        worker: 0,
+        period: PERIOD,
+        skid: SKID,
+        mode: Mode::Free,
+        software: false,
+        inject_drop_every: 0,
+    })
+}
+
+fn classifier(c: &mut Criterion) {
+    println!("{}", machine_line());
+    const N: usize = 4096;
+    let d = deltas(N);
+    let (floor, pure, whole) = (Tally::default(), Tally::default(), Tally::default());
+    let mut group = c.benchmark_group("classify");
+    group.throughput(Throughput::Elements(N as u64));
+    group.bench_function("floor_read_deltas", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                let mut sum = 0u64;
+                for &x in black_box(&d) {
+                    sum = sum.wrapping_add(x);
+                }
+                black_box(sum);
+            }
+            let e = start.elapsed();
+            floor.record(iters * N as u64, e);
+            e
+        })
+    });
+    let witness = Witness {
+        kernel_samples: 1,
+        ..Witness::default()
+    };
+    group.bench_function("classify_delta_and_judge", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                for &x in black_box(&d) {
+                    let class = classify::classify_delta(x, PERIOD, SKID);
+                    black_box(classify::judge(class, x, PERIOD, &witness, false));
+                }
+            }
+            let e = start.elapsed();
+            pure.record(iters * N as u64, e);
+            e
+        })
+    });
+    // One long timeline: each overflow is a kernel sample then its signal,
+    // as the controller feeds them.
+    let mut t = timeline();
+    let (mut value, mut time) = (0u64, 0u64);
+    group.bench_function("timeline_sample_and_signal", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                for &x in black_box(&d) {
+                    value += x;
+                    time += 1000;
+                    t.add_kernel(KernelRecord::Sample {
+                        time_ns: time - 1,
+                        cpu: 0,
+                    });
+                    black_box(t.add_signal(SignalRecord {
+                        value,
+                        time_ns: time,
+                        cpu: (time & 1) as u32,
+                        si_code: 1,
+                        delivery: Delivery::Overflow,
+                    }));
+                }
+            }
+            let e = start.elapsed();
+            whole.record(iters * N as u64, e);
+            e
+        })
+    });
+    group.finish();
+    println!(
+        "{}",
+        ratio_line(
+            "classify_delta + judge",
+            "deltas/s",
+            pure.per_second(),
+            floor.per_second(),
+            "ratio to reading the deltas"
+        )
+    );
+    println!(
+        "{}",
+        ratio_line(
+            "timeline (sample + signal)",
+            "overflows/s",
+            whole.per_second(),
+            floor.per_second(),
+            "ratio to reading the deltas"
+        )
+    );
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    if let Some(max) = pmustress::run::read_max_sample_rate() {
+        println!(
+            "headroom: the timeline judges {:.0} overflows/s on one thread = {:.1}x the kernel's ceiling here ({max}/s per CPU x {cpus} CPUs)",
+            whole.per_second(),
+            whole.per_second() / (max as f64 * cpus)
+        );
+    }
+}
+
+fn ring(c: &mut Criterion) {
+    let (floor, ours) = (Tally::default(), Tally::default());
+    let mut group = c.benchmark_group("ring");
+    group.throughput(Throughput::Elements(1));
+    let slots: Vec<[AtomicU64; 3]> = (0..16_384)
+        .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+        .collect();
+    group.bench_function("floor_store_load_3_words", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for i in 0..iters {
+                let slot = &slots[i as usize & (slots.len() - 1)];
+                for (j, cell) in slot.iter().enumerate() {
+                    cell.store(black_box(i + j as u64), Ordering::Relaxed);
+                }
+                black_box([
+                    slot[0].load(Ordering::Relaxed),
+                    slot[1].load(Ordering::Relaxed),
+                    slot[2].load(Ordering::Relaxed),
+                ]);
+            }
+            let e = start.elapsed();
+            floor.record(iters, e);
+            e
+        })
+    });
+    let r = Ring::<3>::with_capacity(16_384);
+    group.bench_function("ring_push_pop", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for i in 0..iters {
+                r.push(black_box([i, i + 1, i + 2]));
+                black_box(r.pop());
+            }
+            let e = start.elapsed();
+            ours.record(iters, e);
+            e
+        })
+    });
+    group.finish();
+    let per = |t: &Tally| 1e9 / t.per_second();
+    println!(
+        "ring push + pop: pmustress {:.1} ns / floor {:.1} ns = {:.2}x the floor's time",
+        per(&ours),
+        per(&floor),
+        per(&ours) / per(&floor)
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = classifier, ring
+}
+criterion_main!(benches);
