@@ -87,9 +87,14 @@ fn main() {
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .map(|v| {
             format!(
-                "{} signals, {} anomalies recorded",
+                "verdict {}, {} signals, {} anomalies recorded{}",
+                v["verdict"],
                 v["totals"]["signals"],
-                v["anomalies"].as_array().map_or(0, |a| a.len())
+                v["anomalies"].as_array().map_or(0, |a| a.len()),
+                match v["inconclusive_because"].as_array() {
+                    Some(why) if !why.is_empty() => format!("; inconclusive because {why:?}"),
+                    _ => String::new(),
+                }
             )
         })
         .unwrap_or_default();
