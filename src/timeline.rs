@@ -77,6 +77,12 @@ pub struct ClosedWindow {
     pub cpu: u32,
 }
 
+/// A closed window and the CPU the worker was on at the signal before.
+struct Ending {
+    window: ClosedWindow,
+    cpu_before: Option<u32>,
+}
+
 /// What feeding a signal closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Closed {
@@ -290,40 +296,59 @@ impl Timeline {
     /// Its window is folded into the next one instead, which ends with a
     /// prompt read, and the late read is reported for what it is.
     fn fold_late(&mut self, mut window: Window, rec: SignalRecord) -> Closed {
-        let c = self.cfg;
+        let closed = self.closed_window(window.delta, &rec);
+        bump(&mut self.totals.anomalies, AnomalyKind::Late, 1);
+        let anomaly = self.anomaly(&closed, AnomalyKind::Late, 0, 0, &window.witness);
+        window.witness.late_signals += 1;
+        self.carry = window;
+        Closed {
+            window: closed.window,
+            anomaly: Some(anomaly),
+        }
+    }
+
+    /// The window a signal ends, and where the worker ran before it.
+    fn closed_window(&mut self, delta: u64, rec: &SignalRecord) -> Ending {
         let cpu_before = self.prev_cpu.replace(rec.cpu);
         if cpu_before.is_some_and(|b| b != rec.cpu) {
             self.totals.cpu_changes += 1;
         }
-        let closed = ClosedWindow {
-            worker: c.worker,
-            signal_seq: self.seq,
-            time_ns: rec.time_ns,
-            delta: window.delta,
-            cpu: rec.cpu,
-        };
-        bump(&mut self.totals.anomalies, AnomalyKind::Late, 1);
-        let anomaly = Anomaly {
-            worker: c.worker,
-            signal_seq: self.seq,
-            time_ns: rec.time_ns,
-            delta: window.delta,
-            period: c.period,
-            skid: c.skid,
-            kind: AnomalyKind::Late,
-            missed: 0,
-            dropped: 0,
+        Ending {
+            window: ClosedWindow {
+                worker: self.cfg.worker,
+                signal_seq: self.seq,
+                time_ns: rec.time_ns,
+                delta,
+                cpu: rec.cpu,
+            },
             cpu_before,
-            cpu_after: rec.cpu,
-            since_migration_ns: self.last_move.map(|m| rec.time_ns.saturating_sub(m)),
-            kernel_samples: window.witness.kernel_samples,
-            injected: window.witness.injected,
-        };
-        window.witness.late_signals += 1;
-        self.carry = window;
-        Closed {
-            window: closed,
-            anomaly: Some(anomaly),
+        }
+    }
+
+    fn anomaly(
+        &self,
+        end: &Ending,
+        kind: AnomalyKind,
+        missed: u64,
+        dropped: u64,
+        w: &Witness,
+    ) -> Anomaly {
+        let win = &end.window;
+        Anomaly {
+            worker: win.worker,
+            signal_seq: win.signal_seq,
+            time_ns: win.time_ns,
+            delta: win.delta,
+            period: self.cfg.period,
+            skid: self.cfg.skid,
+            kind,
+            missed,
+            dropped,
+            cpu_before: end.cpu_before,
+            cpu_after: win.cpu,
+            since_migration_ns: self.last_move.map(|m| win.time_ns.saturating_sub(m)),
+            kernel_samples: w.kernel_samples,
+            injected: w.injected,
         }
     }
 
@@ -340,45 +365,20 @@ impl Timeline {
         // Counted when revealed: an injection after the last signal is not.
         self.totals.injected += witness.injected;
         self.totals.dropped_interrupts += j.dropped;
-        let cpu_before = self.prev_cpu.replace(rec.cpu);
-        if cpu_before.is_some_and(|b| b != rec.cpu) {
-            self.totals.cpu_changes += 1;
-        }
-        let closed = ClosedWindow {
-            worker: c.worker,
-            signal_seq: self.seq,
-            time_ns: rec.time_ns,
-            delta,
-            cpu: rec.cpu,
-        };
+        let end = self.closed_window(delta, &rec);
         let Some(kind) = j.kind else {
             self.totals.ok += 1;
             return Some(Closed {
-                window: closed,
+                window: end.window,
                 anomaly: None,
             });
         };
         bump(&mut self.totals.anomalies, kind, 1);
         bump(&mut self.totals.missed_overflows, kind, j.missed);
-        let anomaly = Some(Anomaly {
-            worker: c.worker,
-            signal_seq: self.seq,
-            time_ns: rec.time_ns,
-            delta,
-            period: c.period,
-            skid: c.skid,
-            kind,
-            missed: j.missed,
-            dropped: j.dropped,
-            cpu_before,
-            cpu_after: rec.cpu,
-            since_migration_ns: self.last_move.map(|m| rec.time_ns.saturating_sub(m)),
-            kernel_samples: witness.kernel_samples,
-            injected: witness.injected,
-        });
+        let anomaly = self.anomaly(&end, kind, j.missed, j.dropped, &witness);
         Some(Closed {
-            window: closed,
-            anomaly,
+            window: end.window,
+            anomaly: Some(anomaly),
         })
     }
 
