@@ -19,6 +19,9 @@ use crate::cli::MigrateMode;
 use crate::kernel;
 use crate::worker::WorkerShared;
 
+/// How long the migrator sleeps when no worker can be moved.
+const IDLE_POLL: Duration = Duration::from_micros(200);
+
 /// Where each worker goes next: a pure function of mode, CPU set and state.
 pub struct Plan {
     mode: MigrateMode,
@@ -80,6 +83,7 @@ pub fn run(
         return;
     }
     while !stop.load(Ordering::Relaxed) {
+        let mut attempted = 0;
         for (w, shared) in workers.iter().enumerate() {
             // A worker that has not spun yet is parked at the start barrier
             // with its event disabled: moving it exercises nothing and would
@@ -92,6 +96,7 @@ pub fn run(
             let Some(cpu) = plan.next_cpu(w) else {
                 continue;
             };
+            attempted += 1;
             shared.moves_requested.fetch_add(1, Ordering::Relaxed);
             match kernel::move_thread(shared.tid.load(Ordering::Relaxed), cpu) {
                 Ok(()) => {
@@ -102,7 +107,12 @@ pub fn run(
                 }
             }
         }
-        if !interval.is_zero() {
+        if attempted == 0 {
+            // Nobody to move yet (workers at the start barrier) or any more:
+            // spinning here would steal a CPU from the workers, which on a
+            // 2-vCPU guest is half the machine.
+            std::thread::sleep(IDLE_POLL);
+        } else if !interval.is_zero() {
             std::thread::sleep(interval);
         }
     }
