@@ -127,6 +127,7 @@ fn classifier(c: &mut Criterion) {
                     t.add_kernel(KernelRecord::Sample {
                         time_ns: time - 1,
                         cpu: 0,
+                        value: value - 1,
                     });
                     black_box(t.add_signal(SignalRecord {
                         value,

@@ -159,9 +159,6 @@ pub struct Witness {
     pub injected: u64,
     /// A counter read failed in this window.
     pub tool_error: bool,
-    /// Signals folded into this window because their read came long after
-    /// their overflow (hardware, free mode): each had its own interrupt.
-    pub late_signals: u64,
 }
 
 /// The verdict on one window.
@@ -181,8 +178,7 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
     let nearest = nearest_multiple(delta, period);
     let (overflows, missed) = match class {
         DeltaClass::Ok => (1, 0),
-        // Late signals folded in were signals of their own overflows.
-        DeltaClass::Missed { missed } => (missed + 1, missed.saturating_sub(w.late_signals)),
+        DeltaClass::Missed { missed } => (missed + 1, missed),
         DeltaClass::Late | DeltaClass::Early => (nearest, nearest.saturating_sub(1)),
     };
     // Overflows whose interrupt never happened: the closing signal had its
@@ -192,7 +188,7 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
     // delta off a multiple).
     let absent = match class {
         DeltaClass::Missed { .. } => overflows
-            .saturating_sub(w.kernel_samples.max(1 + w.late_signals))
+            .saturating_sub(w.kernel_samples.max(1))
             .min(missed),
         DeltaClass::Late | DeltaClass::Early => w.injected,
         DeltaClass::Ok => 0,
@@ -234,8 +230,6 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
         }
         DeltaClass::Late => j.kind = Some(AnomalyKind::Late),
         DeltaClass::Early => j.kind = Some(AnomalyKind::Early),
-        // Every overflow of the window had its own signal, some late.
-        DeltaClass::Missed { .. } if missed == 0 => {}
         DeltaClass::Missed { .. } => {
             j.kind = Some(if w.records_lost {
                 AnomalyKind::WitnessLost
@@ -251,6 +245,87 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
         }
     }
     j
+}
+
+/// What the kernel's sample records show for one window of a free-running
+/// hardware counter, on the counter's own axis: every sample carries the
+/// count at its interrupt, so the gap between two consecutive samples is
+/// about one period, or about k periods when k - 1 overflows in between had
+/// no interrupt. That holds however late or merged the signals were, which
+/// is why this, not the signal delta, decides drops on hardware.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counted {
+    /// Sample records (interrupts) with a count up to this window's read.
+    pub samples: u64,
+    /// Overflows inside sample gaps that nothing explains: lost interrupts.
+    pub absent: u64,
+    /// Overflows inside gaps that span a THROTTLE/UNTHROTTLE record.
+    pub absent_throttled: u64,
+    /// Overflows inside gaps that span a LOST record: maybe just unwritten.
+    pub absent_unwitnessed: u64,
+    /// A gap longer than period + skid but short of two periods: an
+    /// interrupt taken further past its overflow than the skid allows.
+    pub late_interrupt: bool,
+    /// The largest gap between two samples in the window.
+    pub max_gap: u64,
+    /// Interrupts before this window whose signal has not come yet.
+    pub owed_before: u64,
+    /// The read lies within skid of the window's last interrupt: this
+    /// signal is that interrupt's own.
+    pub prompt: bool,
+}
+
+/// Overflows a gap between two consecutive samples passed without an
+/// interrupt: k - 1 for a gap within skid of k periods or more. A gap of
+/// three periods or more need not be an exact multiple: after a lost
+/// interrupt the driver re-bases the period when it next reprograms the
+/// counter.
+pub fn absent_in_gap(gap: u64, period: u64, skid: u64) -> u64 {
+    (gap.saturating_add(skid) / period).saturating_sub(1)
+}
+
+/// Judges a counted window; also returns the interrupts still owed a signal.
+pub fn judge_counted(c: &Counted, w: &Witness) -> (Judgement, u64) {
+    let absent_all = c.absent + c.absent_throttled + c.absent_unwitnessed;
+    // Realtime signals queue in order, so a prompt signal for the window's
+    // last interrupt means every earlier one still owed a signal got none:
+    // the kernel merged them. A read that is not prompt is the signal of the
+    // oldest interrupt still owed, delivered late; the rest may follow.
+    let (unsignalled, owed_after) = match (c.samples, c.prompt) {
+        (0, _) => (0, c.owed_before.saturating_sub(1)),
+        (n, true) => (c.owed_before + n - 1, 0),
+        (n, false) => (0, c.owed_before + n - 1),
+    };
+    let mut j = Judgement {
+        overflows: c.samples + absent_all,
+        kind: None,
+        missed: absent_all + unsignalled,
+        dropped: 0,
+    };
+    j.kind = if w.tool_error {
+        Some(AnomalyKind::ToolError)
+    } else if c.absent > 0 {
+        // A SIGIO or a throttle elsewhere in the window explains nothing
+        // about a gap with no interrupt in it.
+        j.dropped = c.absent;
+        Some(AnomalyKind::DroppedInterrupt)
+    } else if c.absent_unwitnessed > 0 {
+        Some(AnomalyKind::WitnessLost)
+    } else if c.absent_throttled > 0 {
+        Some(AnomalyKind::Throttled)
+    } else if unsignalled > 0 && w.sigio > 0 {
+        Some(AnomalyKind::SignalQueueOverflow)
+    } else if unsignalled > 0 {
+        Some(AnomalyKind::CoalescedSignal)
+    } else if c.samples == 0 && c.owed_before == 0 {
+        // A signal with no interrupt of its own.
+        Some(AnomalyKind::Early)
+    } else if c.samples == 0 || !c.prompt || c.late_interrupt {
+        Some(AnomalyKind::Late)
+    } else {
+        None
+    };
+    (j, owed_after)
 }
 
 #[cfg(test)]

@@ -315,7 +315,7 @@ impl ResultsDir {
     }
 }
 
-const ANOMALY_HEADER: [&str; 14] = [
+const ANOMALY_HEADER: [&str; 15] = [
     "worker",
     "signal_seq",
     "time_ns",
@@ -330,6 +330,7 @@ const ANOMALY_HEADER: [&str; 14] = [
     "cpu_after",
     "ns_since_migration",
     "kernel_samples_in_window",
+    "interrupt_gap",
 ];
 
 /// One anomalies.csv row, in ANOMALY_HEADER order.
@@ -349,6 +350,7 @@ struct AnomalyRow<'a> {
     cpu_after: u32,
     ns_since_migration: Option<u64>,
     kernel_samples_in_window: u64,
+    interrupt_gap: Option<u64>,
 }
 
 impl<'a> From<&'a Anomaly> for AnomalyRow<'a> {
@@ -368,6 +370,7 @@ impl<'a> From<&'a Anomaly> for AnomalyRow<'a> {
             cpu_after: a.cpu_after,
             ns_since_migration: a.since_migration_ns,
             kernel_samples_in_window: a.kernel_samples,
+            interrupt_gap: a.interrupt_gap,
         }
     }
 }

@@ -51,14 +51,15 @@ pub struct EventAttr {
     /// Overflow period in events; 0 opens a plain counter with no overflow.
     pub sample_period: u64,
     pub exclude_kernel: bool,
-    /// Ask for TID|TIME|CPU sample records (the kernel's own witness).
+    /// Ask for TID|TIME|CPU|READ sample records (the kernel's own witness).
     pub sample_records: bool,
 }
 
 /// Sample layout we request; `sample` parses exactly this.
 pub const SAMPLE_TYPE: u64 = (sys::bindings::PERF_SAMPLE_TID
     | sys::bindings::PERF_SAMPLE_TIME
-    | sys::bindings::PERF_SAMPLE_CPU) as u64;
+    | sys::bindings::PERF_SAMPLE_CPU
+    | sys::bindings::PERF_SAMPLE_READ) as u64;
 
 /// One perf event counting the calling thread on whatever CPU it runs.
 #[derive(Debug)]

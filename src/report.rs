@@ -38,8 +38,15 @@ pub fn anomaly_line(a: &Anomaly) -> String {
             plural(a.missed, "missed overflow", "missed overflows")
         ),
     };
+    // Counted windows are judged on their interrupts: the delta between
+    // the two reads may be fine while the signal itself was late.
+    let side = if a.delta.abs_diff(a.period) <= a.skid {
+        "within"
+    } else {
+        "outside"
+    };
     let mut line = format!(
-        "worker {} signal #{}: delta {} outside {} +/- {} ({what})",
+        "worker {} signal #{}: delta {} {side} {} +/- {} ({what})",
         a.worker, a.signal_seq, a.delta, a.period, a.skid
     );
     match a.cpu_before {
@@ -54,6 +61,9 @@ pub fn anomaly_line(a: &Anomaly) -> String {
         let _ = write!(line, ", {} us after migration", ns / 1000);
     }
     let _ = write!(line, ", {} kernel samples in window", a.kernel_samples);
+    if let Some(gap) = a.interrupt_gap {
+        let _ = write!(line, ", largest gap between interrupts {gap}");
+    }
     line
 }
 
@@ -196,7 +206,7 @@ pub fn summary(r: &RunResults) -> String {
         "accounting: {} implied by final counts = {} accounted by windows + {} in flight at stop ({} unaccounted); {} signals, {} kernel samples, {} injected",
         t.implied_overflows,
         t.accounted_overflows,
-        t.tail_samples,
+        t.tail_samples + t.overflows_at_stop,
         t.unaccounted_overflows,
         t.signals,
         t.kernel_samples,
@@ -267,6 +277,7 @@ mod tests {
             since_migration_ns: Some(14_200),
             kernel_samples: 1,
             injected: 0,
+            interrupt_gap: Some(20_003),
         }
     }
 
@@ -274,7 +285,7 @@ mod tests {
     fn dropped_line_reads_like_a_maintainers_report() {
         assert_eq!(
             anomaly_line(&anomaly(AnomalyKind::DroppedInterrupt)),
-            "worker 1 signal #2650640: delta 20001 outside 10000 +/- 1000 (1 dropped interrupt), cpu 3 -> 7, 14 us after migration, 1 kernel samples in window"
+            "worker 1 signal #2650640: delta 20001 outside 10000 +/- 1000 (1 dropped interrupt), cpu 3 -> 7, 14 us after migration, 1 kernel samples in window, largest gap between interrupts 20003"
         );
     }
 
@@ -284,6 +295,7 @@ mod tests {
         a.kernel_samples = 2;
         a.since_migration_ns = None;
         a.cpu_before = None;
+        a.interrupt_gap = None;
         assert_eq!(
             anomaly_line(&a),
             "worker 1 signal #2650640: delta 20001 outside 10000 +/- 1000 (1 missed overflow: coalesced-signal), cpu 7, 2 kernel samples in window"
@@ -291,5 +303,8 @@ mod tests {
         let mut a = anomaly(AnomalyKind::DroppedInterrupt);
         a.injected = 1;
         assert!(anomaly_line(&a).contains("(1 dropped interrupt, injected)"));
+        a.delta = 10_500;
+        a.kind = AnomalyKind::Late;
+        assert!(anomaly_line(&a).contains("delta 10500 within 10000 +/- 1000 (late)"));
     }
 }

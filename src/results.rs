@@ -89,7 +89,10 @@ pub struct Counts {
     pub accounted_overflows: u64,
     /// Kernel samples after the last signal: in flight at stop.
     pub tail_samples: u64,
-    /// implied - accounted - tail: should be 0.
+    /// Hardware, free mode: overflows after the last interrupt, which the
+    /// final DISABLE left without one (at most 1 unless the end lost some).
+    pub overflows_at_stop: u64,
+    /// implied - accounted - tail - at stop: should be 0.
     pub unaccounted_overflows: i64,
     pub throttle_records: u64,
     pub unthrottle_records: u64,
@@ -175,6 +178,14 @@ fn counts_of(w: &WorkerRecord, period: u64, mode: Mode) -> Counts {
         // last one adds to what the windows account for.
         Mode::Reset => t.accounted_overflows + final_overflows,
     };
+    // The samples' counts say which multiple of the period the last
+    // interrupt served; what the final count passed beyond it had none.
+    // Checking the rest against the windows' sum catches any gap counted
+    // wrong, and a period the driver re-based.
+    let at_stop = match (mode, t.last_sample_value) {
+        (Mode::Free, Some(last)) => final_overflows.saturating_sub(last / period),
+        _ => 0,
+    };
     Counts {
         signals: t.signals,
         sigio: t.sigio,
@@ -182,9 +193,11 @@ fn counts_of(w: &WorkerRecord, period: u64, mode: Mode) -> Counts {
         implied_overflows: implied,
         accounted_overflows: t.accounted_overflows,
         tail_samples: t.tail_samples,
+        overflows_at_stop: at_stop,
         unaccounted_overflows: implied as i64
             - t.accounted_overflows as i64
-            - t.tail_samples as i64,
+            - t.tail_samples as i64
+            - at_stop as i64,
         throttle_records: t.throttle_records,
         unthrottle_records: t.unthrottle_records,
         lost_records: t.lost_records,
@@ -227,6 +240,7 @@ fn add(total: &mut Counts, c: &Counts) {
     total.implied_overflows += c.implied_overflows;
     total.accounted_overflows += c.accounted_overflows;
     total.tail_samples += c.tail_samples;
+    total.overflows_at_stop += c.overflows_at_stop;
     total.unaccounted_overflows += c.unaccounted_overflows;
     total.throttle_records += c.throttle_records;
     total.unthrottle_records += c.unthrottle_records;

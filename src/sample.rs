@@ -8,17 +8,24 @@ stopping the event for exceeding perf_event_max_sample_rate, and LOST means the
 ring itself overflowed (the witness is incomplete for that stretch).
 
 Parsing is pure: bytes in, records out, for exactly the layout `kernel`
-requests (sample_type TID|TIME|CPU with sample_id_all).
+requests (sample_type TID|TIME|CPU|READ with sample_id_all, read_format 0).
+
+The READ value is the event's count as the overflow handler saw it: the
+position of the interrupt on the counter's own axis, so consecutive samples
+show directly whether an overflow between them got no interrupt at all,
+however late the signals were delivered.
 */
 
 use perf_event_open_sys::bindings as sys;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelRecord {
-    /// One overflow the kernel handled (CLOCK_MONOTONIC ns, CPU).
+    /// One overflow the kernel handled (CLOCK_MONOTONIC ns, CPU, and the
+    /// counter's value in the overflow handler).
     Sample {
         time_ns: u64,
         cpu: u32,
+        value: u64,
     },
     Throttle {
         time_ns: u64,
@@ -68,9 +75,15 @@ pub fn parse(bytes: &[u8], out: &mut Vec<KernelRecord>) -> usize {
         }
         let rec = &bytes[off..off + size];
         let parsed = match kind {
+            // pid/tid, time, cpu/res, read value.
             sys::PERF_RECORD_SAMPLE => u64_at(rec, 16)
                 .zip(u32_at(rec, 24))
-                .map(|(time_ns, cpu)| KernelRecord::Sample { time_ns, cpu }),
+                .zip(u64_at(rec, 32))
+                .map(|((time_ns, cpu), value)| KernelRecord::Sample {
+                    time_ns,
+                    cpu,
+                    value,
+                }),
             sys::PERF_RECORD_THROTTLE => {
                 u64_at(rec, 8).map(|time_ns| KernelRecord::Throttle { time_ns })
             }
@@ -105,12 +118,17 @@ pub fn encode(rec: &KernelRecord) -> Vec<u8> {
         b.extend_from_slice(&size.to_ne_bytes());
     };
     match *rec {
-        KernelRecord::Sample { time_ns, cpu } => {
-            header(sys::PERF_RECORD_SAMPLE, 32);
+        KernelRecord::Sample {
+            time_ns,
+            cpu,
+            value,
+        } => {
+            header(sys::PERF_RECORD_SAMPLE, 40);
             b.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
             b.extend_from_slice(&time_ns.to_ne_bytes());
             b.extend_from_slice(&cpu.to_ne_bytes());
             b.extend_from_slice(&0u32.to_ne_bytes());
+            b.extend_from_slice(&value.to_ne_bytes());
         }
         KernelRecord::Throttle { time_ns } | KernelRecord::Unthrottle { time_ns } => {
             let kind = if matches!(rec, KernelRecord::Throttle { .. }) {
@@ -144,6 +162,7 @@ mod tests {
             KernelRecord::Sample {
                 time_ns: 10,
                 cpu: 3,
+                value: 100_042,
             },
             KernelRecord::Throttle { time_ns: 20 },
             KernelRecord::Unthrottle { time_ns: 30 },
@@ -160,7 +179,11 @@ mod tests {
 
     #[test]
     fn truncated_and_unknown_records_are_counted_not_fatal() {
-        let mut bytes = encode(&KernelRecord::Sample { time_ns: 1, cpu: 0 });
+        let mut bytes = encode(&KernelRecord::Sample {
+            time_ns: 1,
+            cpu: 0,
+            value: 1,
+        });
         // An unknown record type of 16 bytes.
         bytes.extend_from_slice(&99u32.to_ne_bytes());
         bytes.extend_from_slice(&[0, 0, 16, 0]);

@@ -151,6 +151,9 @@ fn render(s: &Stream) -> Observed {
         o.kernel.push(KernelRecord::Sample {
             time_ns: 100 * i + 1,
             cpu: (i % 3) as u32,
+            // The count in the overflow handler: at the multiple, so no
+            // read of its signal comes before it.
+            value: i * s.period,
         })
     };
     for (seg, cause) in s.segments.iter().enumerate() {
