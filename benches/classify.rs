@@ -67,6 +67,7 @@ fn timeline() -> Timeline {
         worker: 0,
         period: PERIOD,
         skid: SKID,
+        interrupt_skid: SKID,
         mode: Mode::Free,
         software: false,
         inject_drop_every: 0,

@@ -248,11 +248,14 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
 }
 
 /// What the kernel's sample records show for one window of a free-running
-/// hardware counter, on the counter's own axis: every sample carries the
-/// count at its interrupt, so the gap between two consecutive samples is
-/// about one period, or about k periods when k - 1 overflows in between had
-/// no interrupt. That holds however late or merged the signals were, which
-/// is why this, not the signal delta, decides drops on hardware.
+/// hardware counter, on the counter's own axis. The driver arms each
+/// overflow a period after the previous one, so overflows sit on a grid of
+/// multiples of the period, and every sample carries the count at its
+/// interrupt: a sample within skid of grid point k that follows one at grid
+/// point j means k - j - 1 overflows in between had no interrupt. That holds
+/// however late or merged the signals were, which is why this, not the
+/// signal delta, decides drops on hardware. (The arm64 bug keeps the grid:
+/// the driver re-arms the lost overflow's successor on the next start.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counted {
     /// Sample records (interrupts) with a count up to this window's read.
@@ -263,43 +266,30 @@ pub struct Counted {
     pub absent_throttled: u64,
     /// Overflows inside gaps that span a LOST record: maybe just unwritten.
     pub absent_unwitnessed: u64,
-    /// A gap longer than period + skid but short of two periods: an
-    /// interrupt taken further past its overflow than the skid allows.
+    /// An interrupt taken further past its overflow than the skid allows.
     pub late_interrupt: bool,
+    /// Overflows passed by an interrupt a period or more late: they had no
+    /// interrupt of their own, but nothing was lost (the driver re-based the
+    /// period when the late one came).
+    pub late_skipped: u64,
     /// The largest gap between two samples in the window.
     pub max_gap: u64,
-    /// Interrupts before this window whose signal has not come yet.
-    pub owed_before: u64,
-    /// The read lies within skid of the window's last interrupt: this
-    /// signal is that interrupt's own.
-    pub prompt: bool,
+    /// Interrupts that never got a signal of their own: the kernel merged
+    /// their signals into a later one (the timeline matches signals to
+    /// interrupts in order, as realtime signals queue).
+    pub unsignalled: u64,
+    /// Events between the interrupt this signal was matched to and the
+    /// read; None for a signal with no interrupt left to match.
+    pub lateness: Option<u64>,
 }
 
-/// Overflows a gap between two consecutive samples passed without an
-/// interrupt: k - 1 for a gap within skid of k periods or more. A gap of
-/// three periods or more need not be an exact multiple: after a lost
-/// interrupt the driver re-bases the period when it next reprograms the
-/// counter.
-pub fn absent_in_gap(gap: u64, period: u64, skid: u64) -> u64 {
-    (gap.saturating_add(skid) / period).saturating_sub(1)
-}
-
-/// Judges a counted window; also returns the interrupts still owed a signal.
-pub fn judge_counted(c: &Counted, w: &Witness) -> (Judgement, u64) {
-    let absent_all = c.absent + c.absent_throttled + c.absent_unwitnessed;
-    // Realtime signals queue in order, so a prompt signal for the window's
-    // last interrupt means every earlier one still owed a signal got none:
-    // the kernel merged them. A read that is not prompt is the signal of the
-    // oldest interrupt still owed, delivered late; the rest may follow.
-    let (unsignalled, owed_after) = match (c.samples, c.prompt) {
-        (0, _) => (0, c.owed_before.saturating_sub(1)),
-        (n, true) => (c.owed_before + n - 1, 0),
-        (n, false) => (0, c.owed_before + n - 1),
-    };
+/// Judges a counted window against the skid.
+pub fn judge_counted(c: &Counted, w: &Witness, skid: u64) -> Judgement {
+    let absent_all = c.absent + c.absent_throttled + c.absent_unwitnessed + c.late_skipped;
     let mut j = Judgement {
         overflows: c.samples + absent_all,
         kind: None,
-        missed: absent_all + unsignalled,
+        missed: absent_all + c.unsignalled,
         dropped: 0,
     };
     j.kind = if w.tool_error {
@@ -313,19 +303,19 @@ pub fn judge_counted(c: &Counted, w: &Witness) -> (Judgement, u64) {
         Some(AnomalyKind::WitnessLost)
     } else if c.absent_throttled > 0 {
         Some(AnomalyKind::Throttled)
-    } else if unsignalled > 0 && w.sigio > 0 {
+    } else if c.unsignalled > 0 && w.sigio > 0 {
         Some(AnomalyKind::SignalQueueOverflow)
-    } else if unsignalled > 0 {
+    } else if c.unsignalled > 0 {
         Some(AnomalyKind::CoalescedSignal)
-    } else if c.samples == 0 && c.owed_before == 0 {
-        // A signal with no interrupt of its own.
-        Some(AnomalyKind::Early)
-    } else if c.samples == 0 || !c.prompt || c.late_interrupt {
-        Some(AnomalyKind::Late)
     } else {
-        None
+        match c.lateness {
+            // A signal with no interrupt of its own.
+            None => Some(AnomalyKind::Early),
+            Some(l) if l > skid || c.late_interrupt => Some(AnomalyKind::Late),
+            Some(_) => None,
+        }
     };
-    (j, owed_after)
+    j
 }
 
 #[cfg(test)]

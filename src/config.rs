@@ -113,6 +113,9 @@ pub struct RunConfig {
     pub skid: u64,
     /// Where the skid came from: "--skid", the CPU table, or period/4.
     pub skid_source: String,
+    /// How far past its overflow an interrupt (a sample's count) may land
+    /// and still be on time: `--skid` when given, else the CPU table's.
+    pub interrupt_skid: u64,
     pub workers: usize,
     pub cpus: Vec<usize>,
     pub migrate: MigrateMode,
@@ -225,11 +228,16 @@ impl RunConfig {
             (None, None, None) => Some(Duration::from_secs(10)),
             (d, _, _) => d,
         };
+        let interrupt_skid = match args.skid {
+            Some(s) => s,
+            None => event.default_interrupt_skid.unwrap_or(skid),
+        };
         Ok(RunConfig {
             event,
             period,
             skid,
             skid_source,
+            interrupt_skid,
             workers: args.workers.unwrap_or(cpus.len()),
             cpus,
             migrate: args.migrate,

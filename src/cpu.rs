@@ -188,8 +188,12 @@ pub enum BranchEvent {
 pub struct CoreModel {
     pub name: String,
     pub branch_event: BranchEvent,
-    /// Events a sample may land past the programmed period.
+    /// Events a signal's read may land past the programmed period.
     pub skid: u64,
+    /// Events the overflow interrupt itself may land past its overflow (a
+    /// sample record's count shows it): the tolerance for placing samples on
+    /// the overflow grid.
+    pub interrupt_skid: u64,
     /// rr's verdict that the skid has no reliable bound on this core.
     pub skid_unbounded: bool,
 }
@@ -231,6 +235,7 @@ pub fn core_model(id: &CpuId) -> CoreModel {
         name,
         branch_event: BranchEvent::Generic,
         skid: UNKNOWN_SKID,
+        interrupt_skid: UNKNOWN_SKID,
         skid_unbounded: false,
     };
     match id {
@@ -255,10 +260,21 @@ pub fn core_model(id: &CpuId) -> CoreModel {
                 (0x00, 0x051) => QEMU_TCG_SKID,
                 _ => UNKNOWN_SKID,
             };
+            // QEMU's interrupt comes exactly at the overflow when it comes
+            // promptly (sample counts are exact multiples of the period
+            // under -icount); when it is late, it is late by whatever the
+            // other vCPU ran meanwhile (its "cycles" are virtual time), so a
+            // tolerance would only let a late one pass for a prompt one.
+            let interrupt_skid = if (m.implementer, m.part) == (0x00, 0x051) {
+                0
+            } else {
+                skid
+            };
             CoreModel {
                 name,
                 branch_event: BranchEvent::Raw(ARM_BR_RETIRED),
                 skid,
+                interrupt_skid,
                 skid_unbounded: false,
             }
         }
@@ -269,6 +285,11 @@ pub fn core_model(id: &CpuId) -> CoreModel {
             model_name,
         } => {
             let icl = INTEL_ICL_AND_LATER.contains(model);
+            let skid = if INTEL_ADL_AND_LATER.contains(model) {
+                125
+            } else {
+                100
+            };
             CoreModel {
                 name: model_name.clone(),
                 branch_event: BranchEvent::Raw(if icl {
@@ -276,11 +297,8 @@ pub fn core_model(id: &CpuId) -> CoreModel {
                 } else {
                     INTEL_BR_COND_PRE_ICL
                 }),
-                skid: if INTEL_ADL_AND_LATER.contains(model) {
-                    125
-                } else {
-                    100
-                },
+                skid,
+                interrupt_skid: skid,
                 skid_unbounded: false,
             }
         }
@@ -293,6 +311,7 @@ pub fn core_model(id: &CpuId) -> CoreModel {
             name: model_name.clone(),
             branch_event: BranchEvent::Raw(AMD_ZEN_BR_COND),
             skid: 10_000,
+            interrupt_skid: 10_000,
             skid_unbounded: true,
         },
         CpuId::X86 { model_name, .. } => unknown(model_name.clone()),
@@ -460,7 +479,8 @@ mod tests {
         let a76 = core_model(&CpuId::Arm { midr: 0x414fd0b1 });
         assert_eq!((a76.name.as_str(), a76.skid), ("Cortex-A76", 10_000));
         let qemu_max = core_model(&CpuId::Arm { midr: 0x000f0510 });
-        assert_eq!(qemu_max.skid, QEMU_TCG_SKID);
+        assert_eq!((qemu_max.skid, qemu_max.interrupt_skid), (QEMU_TCG_SKID, 0));
+        assert_eq!(a76.interrupt_skid, a76.skid);
         assert_eq!(qemu_max.branch_event, BranchEvent::Raw(0x21));
     }
 

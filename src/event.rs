@@ -129,6 +129,8 @@ pub struct ResolvedEvent {
     pub core: Option<String>,
     /// Default skid for this event on this CPU, before `--skid`.
     pub default_skid: Option<u64>,
+    /// Default interrupt skid (see `CoreModel::interrupt_skid`).
+    pub default_interrupt_skid: Option<u64>,
     pub skid_unbounded: bool,
     /// PMU name, for messages about what it offers.
     pub pmu: Option<String>,
@@ -160,6 +162,7 @@ pub fn resolve(
             software: true,
             core: None,
             default_skid: None,
+            default_interrupt_skid: None,
             skid_unbounded: false,
             pmu: None,
         });
@@ -236,6 +239,7 @@ pub fn resolve(
         software: false,
         core: Some(model.name.clone()),
         default_skid: Some(model.skid),
+        default_interrupt_skid: Some(model.interrupt_skid),
         skid_unbounded: model.skid_unbounded,
         pmu: Some(pmu.name.clone()),
     })

@@ -142,6 +142,9 @@ pub fn banner(cfg: &RunConfig) -> String {
             .to_possible_value()
             .map_or_else(String::new, |v| v.get_name().to_string())
     );
+    if cfg.interrupt_skid != cfg.skid {
+        let _ = write!(s, ", interrupt skid {}", cfg.interrupt_skid);
+    }
     if cfg.migrate_interval_ns > 0 {
         let _ = write!(s, " every {} us", cfg.migrate_interval_ns / 1000);
     }

@@ -22,7 +22,9 @@ use crate::kernel::{self, EventAttr, SampleRing};
 use crate::migrator::{self, Plan};
 use crate::sample;
 use crate::signal::{self, Slot};
-use crate::timeline::{Anomaly, ClosedWindow, Mode, Timeline, TimelineConfig, WorkerTotals};
+use crate::timeline::{
+    Anomaly, Closed, ClosedWindow, Mode, Timeline, TimelineConfig, WorkerTotals,
+};
 use crate::worker::{self, Finished, WorkerShared, WorkerSpec};
 
 /// How often the controller drains rings.
@@ -183,6 +185,7 @@ pub fn run(
                         worker: ready.index,
                         period: cfg.period,
                         skid: cfg.skid,
+                        interrupt_skid: cfg.interrupt_skid,
                         mode: cfg.mode,
                         software: cfg.event.software,
                         inject_drop_every: cfg.inject_drop_every.unwrap_or(0),
@@ -362,17 +365,29 @@ fn drain_all(
             l.last_signal_ns = now.min(kernel::monotonic_ns());
             progress.signals += 1;
             let before = l.timeline.totals().accounted_overflows;
-            let Some(closed) = l.timeline.feed(rec) else {
-                continue;
-            };
+            let closings = l.timeline.feed(rec);
             progress.overflows += l.timeline.totals().accounted_overflows - before;
-            observer.window(&closed.window);
-            if let Some(a) = closed.anomaly {
-                progress.anomalies += 1;
-                progress.dropped += a.dropped;
-                observer.anomaly(&a);
+            for closed in closings.into_iter().flatten() {
+                report(&closed, observer, progress);
             }
         }
+        if now == u64::MAX {
+            // The last pass: settle what waited for a next signal.
+            let before = l.timeline.totals().accounted_overflows;
+            if let Some(closed) = l.timeline.flush() {
+                progress.overflows += l.timeline.totals().accounted_overflows - before;
+                report(&closed, observer, progress);
+            }
+        }
+    }
+}
+
+fn report(closed: &Closed, observer: &mut dyn Observer, progress: &mut Progress) {
+    observer.window(&closed.window);
+    if let Some(a) = &closed.anomaly {
+        progress.anomalies += 1;
+        progress.dropped += a.dropped;
+        observer.anomaly(a);
     }
 }
 

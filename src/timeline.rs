@@ -43,7 +43,10 @@ pub enum Mode {
 pub struct TimelineConfig {
     pub worker: usize,
     pub period: u64,
+    /// Tolerance for a signal's read past its overflow.
     pub skid: u64,
+    /// Tolerance for an interrupt's count past its overflow.
+    pub interrupt_skid: u64,
     pub mode: Mode,
     pub software: bool,
     /// Discard every Nth overflow signal and its sample record (0: never).
@@ -135,9 +138,14 @@ pub struct WorkerTotals {
     pub tail_samples: u64,
     /// Signals whose CPU differed from the previous signal's.
     pub cpu_changes: u64,
-    /// Hardware, free mode: the count at the last sample record, to check
-    /// the samples against the final count.
+    /// Hardware, free mode: the count at the last sample record, and where
+    /// the overflow grid started, to check the samples against the final
+    /// count.
     pub last_sample_value: Option<u64>,
+    pub grid_origin: u64,
+    /// Hardware, free mode: interrupts a period or more late, after which
+    /// the driver re-based the period (and the grid moved).
+    pub rebased: u64,
     pub min_delta: Option<u64>,
     pub max_delta: Option<u64>,
 }
@@ -148,9 +156,21 @@ struct Window {
     witness: Witness,
     /// Counted mode: the samples this window's read has passed.
     counted: Counted,
-    /// Counted mode: the count at the window's last interrupt.
-    last_interrupt: Option<u64>,
 }
+
+/// Counted mode: a window whose read passed several interrupts that had no
+/// signal yet. Whether their signals are still queued behind it (it was
+/// late) or were merged into it (coalesced) shows only at the next signal.
+struct Held {
+    window: Window,
+    rec: SignalRecord,
+    seq: u64,
+    unsignalled: u64,
+}
+
+/// What feeding one signal closed, in order: usually one window; two when
+/// it also settles a window the previous signal left held.
+pub type Closings = [Option<Closed>; 2];
 
 /// THROTTLE/UNTHROTTLE or LOST records met in the ring since the previous
 /// sample: the gap before the next sample is not the PMU's alone.
@@ -184,8 +204,15 @@ pub struct Timeline {
     marks: GapMarks,
     /// Counted mode: the count at the last sample a window took.
     last_sample_value: u64,
-    /// Counted mode: interrupts whose signal has not come yet.
-    owed: u64,
+    /// Counted mode: where the overflow grid starts (0 until the driver
+    /// re-bases the period) and the grid point of the last sample taken.
+    grid_origin: u64,
+    last_index: u64,
+    /// Counted mode: counts of the current window's new interrupts.
+    fresh: Vec<u64>,
+    /// Counted mode: counts of interrupts whose signal has not come yet.
+    owed: VecDeque<u64>,
+    held: Option<Held>,
     moves: VecDeque<u64>,
     last_move: Option<u64>,
     throttle_active: bool,
@@ -210,7 +237,11 @@ impl Timeline {
             samples: VecDeque::new(),
             marks: GapMarks::default(),
             last_sample_value: 0,
-            owed: 0,
+            grid_origin: 0,
+            last_index: 0,
+            fresh: Vec::new(),
+            owed: VecDeque::new(),
+            held: None,
             moves: VecDeque::new(),
             last_move: None,
             throttle_active: false,
@@ -278,20 +309,40 @@ impl Timeline {
             self.last_sample_value = s.value;
             self.totals.kernel_samples += 1;
             w.witness.kernel_samples += 1;
-            w.last_interrupt = Some(s.value);
+            self.fresh.push(s.value);
             let counted = &mut w.counted;
             counted.samples += 1;
             counted.max_gap = counted.max_gap.max(gap);
-            let absent = classify::absent_in_gap(gap, c.period, c.skid);
-            if s.marks.lost {
-                counted.absent_unwitnessed += absent;
-            } else if s.marks.throttle {
-                counted.absent_throttled += absent;
-            } else {
-                counted.absent += absent;
-            }
-            if absent == 0 && gap > c.period.saturating_add(c.skid) {
+            let on_grid = s.value.saturating_sub(self.grid_origin);
+            let index = on_grid / c.period;
+            let skipped = index.saturating_sub(self.last_index + 1);
+            if on_grid % c.period <= c.interrupt_skid {
+                // Prompt on its grid point: every point skipped since the
+                // previous sample had no interrupt.
+                if s.marks.lost {
+                    counted.absent_unwitnessed += skipped;
+                } else if s.marks.throttle {
+                    counted.absent_throttled += skipped;
+                } else {
+                    counted.absent += skipped;
+                }
+                self.last_index = index;
+            } else if skipped == 0 {
+                // Past the skid but before the next point: this point's
+                // interrupt, late. The driver keeps the grid.
                 counted.late_interrupt = true;
+                self.last_index = index;
+            } else {
+                // Past a further point: one interrupt a period or more late,
+                // for which the driver re-based the period (the arm64 bug
+                // keeps the grid, so this is no lost interrupt). The grid
+                // starts again here.
+                counted.late_interrupt = true;
+                counted.late_skipped += skipped;
+                self.totals.rebased += 1;
+                self.totals.grid_origin = s.value;
+                self.grid_origin = s.value;
+                self.last_index = 0;
             }
         }
     }
@@ -348,18 +399,22 @@ impl Timeline {
         }
     }
 
-    /// Feeds one handler record; returns the anomaly it closes, if any.
-    pub fn add_signal(&mut self, rec: SignalRecord) -> Option<Anomaly> {
-        self.feed(rec).and_then(|c| c.anomaly)
+    /// Feeds one handler record; returns the anomalies it closes.
+    pub fn add_signal(&mut self, rec: SignalRecord) -> Vec<Anomaly> {
+        self.feed(rec)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.anomaly)
+            .collect()
     }
 
-    /// Feeds one handler record; returns the window it closes, if any.
-    pub fn feed(&mut self, rec: SignalRecord) -> Option<Closed> {
+    /// Feeds one handler record; returns the windows it closes.
+    pub fn feed(&mut self, rec: SignalRecord) -> Closings {
         match rec.delivery {
             Delivery::SigIo => {
                 self.totals.sigio += 1;
                 self.sigio_pending += 1;
-                return None;
+                return [None, None];
             }
             Delivery::ReadFailed(_) => {
                 // Without a value this window merges into the next, which we
@@ -369,7 +424,7 @@ impl Timeline {
                 self.witness_until(rec.time_ns, &mut w);
                 w.tool_error = true;
                 self.carry.witness = w;
-                return None;
+                return [None, None];
             }
             Delivery::WrongThread => self.totals.wrong_thread += 1,
             Delivery::Overflow => {}
@@ -399,17 +454,17 @@ impl Timeline {
             }
             window.witness.injected += 1;
             self.carry = window;
-            return None;
+            return [None, None];
         }
         self.totals.signals += 1;
         if self.counted {
             return self.close_counted(window, rec);
         }
-        self.close(window, rec)
+        [self.close(window, rec), None]
     }
 
     /// The window a signal ends, and where the worker ran before it.
-    fn closed_window(&mut self, delta: u64, rec: &SignalRecord) -> Ending {
+    fn closed_window(&mut self, seq: u64, delta: u64, rec: &SignalRecord) -> Ending {
         let cpu_before = self.prev_cpu.replace(rec.cpu);
         if cpu_before.is_some_and(|b| b != rec.cpu) {
             self.totals.cpu_changes += 1;
@@ -417,7 +472,7 @@ impl Timeline {
         Ending {
             window: ClosedWindow {
                 worker: self.cfg.worker,
-                signal_seq: self.seq,
+                signal_seq: seq,
                 time_ns: rec.time_ns,
                 delta,
                 cpu: rec.cpu,
@@ -460,28 +515,92 @@ impl Timeline {
         let c = self.cfg;
         let class = classify::classify_delta(delta, c.period, c.skid);
         let j = classify::judge(class, delta, c.period, &witness, c.software);
-        Some(self.settle(delta, &witness, j, &rec, None))
+        Some(self.settle(self.seq, delta, &witness, j, &rec, None))
     }
 
-    fn close_counted(&mut self, window: Window, rec: SignalRecord) -> Option<Closed> {
+    /// Counted mode. Signals are matched to interrupts in order, as
+    /// realtime signals queue: a signal is the oldest owed interrupt's.
+    fn close_counted(&mut self, window: Window, rec: SignalRecord) -> Closings {
+        let fresh = window.counted.samples;
+        let settled = self.held.take().map(|h| self.settle_held(h, fresh == 0));
+        let mut unsignalled = 0;
+        if fresh > 0 && !self.owed.is_empty() {
+            // Interrupts still owed a signal when a newer one's came: theirs
+            // would have been queued first, so they got none.
+            unsignalled = self.owed.len() as u64;
+            self.owed.clear();
+        }
+        self.owed.extend(self.fresh.drain(..));
+        if fresh >= 2 {
+            self.held = Some(Held {
+                window,
+                rec,
+                seq: self.seq,
+                unsignalled,
+            });
+            return [settled, None];
+        }
+        let lateness = self.owed.pop_front().map(|s| rec.value.saturating_sub(s));
+        let closed = self.judge_counted(window, &rec, self.seq, unsignalled, lateness);
+        [settled, Some(closed)]
+    }
+
+    /// Settles a held window. `queued_behind` says the next signal came
+    /// before any newer interrupt: it was queued behind the held one, which
+    /// is then the oldest owed interrupt's, read late. Otherwise the others
+    /// got no signal: the kernel merged them into the held one.
+    fn settle_held(&mut self, h: Held, queued_behind: bool) -> Closed {
+        let (unsignalled, own) = if queued_behind {
+            (h.unsignalled, self.owed.pop_front())
+        } else {
+            let newest = self.owed.back().copied();
+            let merged = self.owed.len().saturating_sub(1) as u64;
+            self.owed.clear();
+            (h.unsignalled + merged, newest)
+        };
+        let lateness = own.map(|s| h.rec.value.saturating_sub(s));
+        self.judge_counted(h.window, &h.rec, h.seq, unsignalled, lateness)
+    }
+
+    fn judge_counted(
+        &mut self,
+        window: Window,
+        rec: &SignalRecord,
+        seq: u64,
+        unsignalled: u64,
+        lateness: Option<u64>,
+    ) -> Closed {
         let Window {
             delta,
             witness,
             mut counted,
-            last_interrupt,
         } = window;
-        counted.owed_before = self.owed;
-        counted.prompt =
-            last_interrupt.is_some_and(|s| rec.value.saturating_sub(s) <= self.cfg.skid);
-        let (j, owed) = classify::judge_counted(&counted, &witness);
-        self.owed = owed;
+        counted.unsignalled = unsignalled;
+        counted.lateness = lateness;
+        let j = classify::judge_counted(&counted, &witness, self.cfg.skid);
         let gap = (counted.samples > 0).then_some(counted.max_gap);
-        Some(self.settle(delta, &witness, j, &rec, gap))
+        self.settle(seq, delta, &witness, j, rec, gap)
+    }
+
+    /// Settles what is still open at the end: a held window (no signal came
+    /// after it, so the others were merged into it) and interrupts still
+    /// owed a signal (merged likewise), so the books close.
+    pub fn flush(&mut self) -> Option<Closed> {
+        let settled = self.held.take().map(|h| self.settle_held(h, false));
+        let merged = self.owed.len() as u64;
+        self.owed.clear();
+        bump(
+            &mut self.totals.missed_overflows,
+            AnomalyKind::CoalescedSignal,
+            merged,
+        );
+        settled
     }
 
     /// Books one judged window: histogram, totals, and its anomaly if any.
     fn settle(
         &mut self,
+        seq: u64,
         delta: u64,
         witness: &Witness,
         j: classify::Judgement,
@@ -496,7 +615,7 @@ impl Timeline {
         // Counted when revealed: an injection after the last signal is not.
         self.totals.injected += witness.injected;
         self.totals.dropped_interrupts += j.dropped;
-        let end = self.closed_window(delta, rec);
+        let end = self.closed_window(seq, delta, rec);
         let Some(kind) = j.kind else {
             self.totals.ok += 1;
             return Closed {
@@ -516,6 +635,7 @@ impl Timeline {
     /// Ends the timeline: kernel records after the last signal are overflows
     /// still in flight when the event was disabled.
     pub fn finish(&mut self) -> &WorkerTotals {
+        self.flush();
         let mut w = Witness::default();
         self.witness_until(u64::MAX, &mut w);
         let in_flight = self.samples.len() as u64;
@@ -543,6 +663,7 @@ mod tests {
             worker: 0,
             period: P,
             skid: P / 4,
+            interrupt_skid: P / 4,
             mode: Mode::Free,
             software,
             inject_drop_every: inject,
@@ -554,6 +675,7 @@ mod tests {
         Timeline::new(TimelineConfig {
             period: 100_000,
             skid: 10_000,
+            interrupt_skid: 10_000,
             ..timeline(0, false).cfg
         })
     }
@@ -574,6 +696,16 @@ mod tests {
             cpu,
             value,
         }
+    }
+
+    /// The kinds of what one signal closed, in order.
+    fn kinds(v: &[Anomaly]) -> Vec<AnomalyKind> {
+        v.iter().map(|a| a.kind).collect()
+    }
+
+    fn one(v: Vec<Anomaly>) -> Anomaly {
+        assert_eq!(v.len(), 1, "{v:?}");
+        v[0].clone()
     }
 
     /// n overflows, each with its sample at t-1 and signal at t.
@@ -642,8 +774,8 @@ mod tests {
         t.add_kernel(sample(38, 1, 4 * P + 1));
         t.add_kernel(sample(39, 1, 5 * P + 1));
         t.add_move(20);
-        assert_eq!(t.add_signal(sig(P + 5, 10, 0)), None);
-        let drop = t.add_signal(sig(3 * P + 5, 30, 1)).unwrap();
+        assert!(t.add_signal(sig(P + 5, 10, 0)).is_empty());
+        let drop = one(t.add_signal(sig(3 * P + 5, 30, 1)));
         assert_eq!(
             (drop.kind, drop.dropped, drop.missed),
             (AnomalyKind::DroppedInterrupt, 1, 1)
@@ -653,10 +785,18 @@ mod tests {
             (Some(0), 1, Some(10))
         );
         assert_eq!(drop.interrupt_gap, Some(2 * P));
-        let merged = t.add_signal(sig(5 * P + 5, 40, 1)).unwrap();
+        // Two interrupts, one read: held until it shows whether the second
+        // signal is queued behind it. None comes before the end: merged.
+        assert!(t.add_signal(sig(5 * P + 5, 40, 1)).is_empty());
+        let merged = t.flush().and_then(|c| c.anomaly).unwrap();
         assert_eq!(
-            (merged.kind, merged.dropped, merged.missed),
-            (AnomalyKind::CoalescedSignal, 0, 1)
+            (
+                merged.kind,
+                merged.dropped,
+                merged.missed,
+                merged.signal_seq
+            ),
+            (AnomalyKind::CoalescedSignal, 0, 1, 3)
         );
         let totals = t.finish();
         assert_eq!(totals.accounted_overflows, 5);
@@ -678,24 +818,26 @@ mod tests {
             ..sig(0, 15, 0)
         });
         t.add_kernel(sample(19, 0, 3 * P + 1));
-        let a = t.add_signal(sig(3 * P + 5, 20, 0)).unwrap();
-        assert_eq!((a.kind, a.missed), (AnomalyKind::SignalQueueOverflow, 1));
+        assert!(t.add_signal(sig(3 * P + 5, 20, 0)).is_empty());
         t.add_kernel(KernelRecord::Throttle { time_ns: 25 });
         t.add_kernel(sample(29, 0, 5 * P + 1));
-        let a = t.add_signal(sig(5 * P + 5, 30, 0)).unwrap();
+        let closed = t.add_signal(sig(5 * P + 5, 30, 0));
         assert_eq!(
-            (a.kind, a.dropped, a.missed),
-            (AnomalyKind::Throttled, 0, 1)
+            kinds(&closed),
+            [AnomalyKind::SignalQueueOverflow, AnomalyKind::Throttled]
         );
+        assert_eq!((closed[0].missed, closed[1].missed), (1, 1));
+        assert_eq!(closed[1].dropped, 0);
         // The UNTHROTTLE marks the next gap, which is whole: nothing to say.
         t.add_kernel(KernelRecord::Unthrottle { time_ns: 35 });
         t.add_kernel(sample(39, 0, 6 * P + 1));
-        assert_eq!(t.add_signal(sig(6 * P + 5, 40, 0)), None);
+        assert!(t.add_signal(sig(6 * P + 5, 40, 0)).is_empty());
         // ... but a throttle record elsewhere does not excuse a real gap.
         t.add_kernel(KernelRecord::Throttle { time_ns: 41 });
         t.add_kernel(sample(42, 0, 7 * P + 1));
         t.add_kernel(sample(49, 0, 9 * P + 1));
-        let a = t.add_signal(sig(9 * P + 5, 50, 0)).unwrap();
+        assert!(t.add_signal(sig(9 * P + 5, 50, 0)).is_empty());
+        let a = t.flush().and_then(|c| c.anomaly).unwrap();
         assert_eq!(
             (a.kind, a.dropped, a.missed),
             (AnomalyKind::DroppedInterrupt, 1, 2)
@@ -724,46 +866,66 @@ mod tests {
         t.add_signal(sig(P, 10, 0));
         t.add_kernel(KernelRecord::Throttle { time_ns: 25 });
         t.add_kernel(sample(29, 0, P));
-        let a = t.add_signal(sig(2 * P, 30, 0)).unwrap();
-        assert_eq!(a.kind, AnomalyKind::Throttled);
-        let a = t.add_signal(sig(2 * P, 40, 0)).unwrap();
-        assert_eq!(a.kind, AnomalyKind::Throttled);
+        assert_eq!(
+            kinds(&t.add_signal(sig(2 * P, 30, 0))),
+            [AnomalyKind::Throttled]
+        );
+        assert_eq!(
+            kinds(&t.add_signal(sig(2 * P, 40, 0))),
+            [AnomalyKind::Throttled]
+        );
         t.add_kernel(KernelRecord::Unthrottle { time_ns: 45 });
         t.add_kernel(sample(49, 0, P));
-        assert_eq!(t.add_signal(sig(P, 50, 0)), None);
+        assert!(t.add_signal(sig(P, 50, 0)).is_empty());
         assert_eq!(t.finish().dropped_interrupts, 0);
+    }
+
+    /// The commonest QEMU pattern: a signal delivered only at the next
+    /// interrupt, its successor's right behind it. One late signal; the
+    /// second is prompt for its own interrupt.
+    #[test]
+    fn a_signal_delivered_at_the_next_interrupt_is_late_once() {
+        let mut t = qemu_timeline();
+        t.add_kernel(sample(9, 0, 100_000));
+        t.add_kernel(sample(19, 0, 200_000));
+        assert!(t.add_signal(sig(200_040, 20, 0)).is_empty());
+        let late = one(t.add_signal(sig(200_286, 21, 0)));
+        assert_eq!(
+            (late.kind, late.signal_seq, late.missed, late.dropped),
+            (AnomalyKind::Late, 1, 0, 0)
+        );
+        let totals = t.finish();
+        assert_eq!((totals.ok, totals.accounted_overflows), (1, 2));
     }
 
     /// Recorded under QEMU (cycles, period 100000, no migration): a signal
     /// read ~1.9 periods after its interrupt, the next one's signal right
     /// behind it, then a signal read 35,555 past its overflow. Every
-    /// interrupt happened (the samples' counts are one period apart): late
-    /// signals, never drops, and the prompt reads after them are fine.
+    /// interrupt happened on its grid point: late signals, never drops, and
+    /// the prompt reads after them are fine.
     #[test]
     fn late_signals_are_late_not_drops() {
         let mut t = qemu_timeline();
         t.add_kernel(sample(9, 0, 100_031));
-        assert_eq!(t.add_signal(sig(100_040, 10, 0)), None);
+        assert!(t.add_signal(sig(100_040, 10, 0)).is_empty());
         t.add_kernel(sample(15, 0, 200_030));
         t.add_kernel(sample(25, 0, 300_029));
-        let late = t.add_signal(sig(390_101, 30, 0)).unwrap();
-        assert_eq!(
-            (late.kind, late.dropped, late.missed),
-            (AnomalyKind::Late, 0, 0)
-        );
-        // The second interrupt's own signal, queued behind the first.
-        let queued = t.add_signal(sig(390_345, 31, 0)).unwrap();
-        assert_eq!((queued.kind, queued.kernel_samples), (AnomalyKind::Late, 0));
+        assert!(t.add_signal(sig(390_101, 30, 0)).is_empty());
+        // The second interrupt's own signal, queued behind the first: both
+        // were read long after their interrupts.
+        let both = t.add_signal(sig(390_345, 31, 0));
+        assert_eq!(kinds(&both), [AnomalyKind::Late, AnomalyKind::Late]);
+        assert!(both.iter().all(|a| a.dropped == 0 && a.missed == 0));
         t.add_kernel(sample(35, 0, 400_031));
-        assert_eq!(t.add_signal(sig(400_040, 40, 0)), None);
+        assert!(t.add_signal(sig(400_040, 40, 0)).is_empty());
         t.add_kernel(sample(45, 0, 500_031));
         assert_eq!(
-            t.add_signal(sig(535_555, 50, 0)).unwrap().kind,
-            AnomalyKind::Late
+            kinds(&t.add_signal(sig(535_555, 50, 0))),
+            [AnomalyKind::Late]
         );
         // Its delta from the late read is short, but the read is prompt.
         t.add_kernel(sample(55, 0, 600_031));
-        assert_eq!(t.add_signal(sig(600_040, 60, 0)), None);
+        assert!(t.add_signal(sig(600_040, 60, 0)).is_empty());
         let totals = t.finish();
         assert_eq!(totals.dropped_interrupts, 0);
         assert_eq!(totals.accounted_overflows, 6);
@@ -771,20 +933,24 @@ mod tests {
         assert_eq!(totals.anomalies[0], (AnomalyKind::DroppedInterrupt, 0));
     }
 
-    /// A late signal whose queued successor never comes: the kernel merged
-    /// them, which the next prompt signal shows.
+    /// A late read whose queued successor never comes: the kernel merged
+    /// them, which the next signal (for a newer interrupt) shows.
     #[test]
     fn an_owed_signal_that_never_comes_was_coalesced() {
         let mut t = qemu_timeline();
         t.add_kernel(sample(9, 0, 100_031));
         t.add_kernel(sample(19, 0, 200_031));
-        let late = t.add_signal(sig(250_000, 20, 0)).unwrap();
-        assert_eq!(late.kind, AnomalyKind::Late);
+        assert!(t.add_signal(sig(250_000, 20, 0)).is_empty());
         t.add_kernel(sample(29, 0, 300_031));
-        let merged = t.add_signal(sig(300_040, 30, 0)).unwrap();
+        let merged = one(t.add_signal(sig(300_040, 30, 0)));
         assert_eq!(
-            (merged.kind, merged.missed, merged.dropped),
-            (AnomalyKind::CoalescedSignal, 1, 0)
+            (
+                merged.kind,
+                merged.missed,
+                merged.dropped,
+                merged.signal_seq
+            ),
+            (AnomalyKind::CoalescedSignal, 1, 0, 1)
         );
         assert_eq!(t.finish().accounted_overflows, 3);
     }
@@ -797,14 +963,14 @@ mod tests {
         t.add_kernel(sample(9, 0, 100_031));
         t.add_signal(sig(100_040, 10, 0));
         t.add_kernel(sample(29, 1, 300_035));
-        let a = t.add_signal(sig(300_040, 30, 1)).unwrap();
+        let a = one(t.add_signal(sig(300_040, 30, 1)));
         assert_eq!(
             (a.kind, a.dropped, a.missed, a.interrupt_gap),
             (AnomalyKind::DroppedInterrupt, 1, 1, Some(200_004))
         );
     }
 
-    /// A drop hidden behind a late signal is still a drop: the samples'
+    /// A drop hidden behind late signals is still a drop: the samples'
     /// counts show the gap wherever the reads fall.
     #[test]
     fn a_lost_interrupt_is_found_whatever_the_signals_did() {
@@ -812,34 +978,45 @@ mod tests {
         t.add_kernel(sample(9, 0, 100_031));
         t.add_kernel(sample(19, 0, 200_031));
         // Read late, past overflow 2; overflow 3 then loses its interrupt.
-        let late = t.add_signal(sig(250_000, 20, 0)).unwrap();
-        assert_eq!(late.kind, AnomalyKind::Late);
+        assert!(t.add_signal(sig(250_000, 20, 0)).is_empty());
         t.add_kernel(sample(39, 0, 400_020));
         assert_eq!(
-            t.add_signal(sig(250_100, 21, 0)).unwrap().kind,
-            AnomalyKind::Late
+            kinds(&t.add_signal(sig(250_100, 21, 0))),
+            [AnomalyKind::Late, AnomalyKind::Late]
         );
-        let a = t.add_signal(sig(400_030, 40, 0)).unwrap();
+        let a = one(t.add_signal(sig(400_030, 40, 0)));
         assert_eq!((a.kind, a.dropped), (AnomalyKind::DroppedInterrupt, 1));
         assert_eq!(t.finish().dropped_interrupts, 1);
     }
 
-    /// After a lost interrupt the driver re-bases the period when it next
-    /// programs the counter: the gap is then no multiple at all, and every
-    /// whole period in it beyond the first went unsignalled.
+    /// An interrupt past the skid is late; one a period or more late makes
+    /// the driver re-base the period: late again, not lost, and the grid
+    /// moves with it, so a later loss is still found exactly.
     #[test]
-    fn a_rebased_gap_counts_its_whole_periods() {
+    fn late_interrupts_keep_or_move_the_grid() {
         let mut t = qemu_timeline();
         t.add_kernel(sample(9, 0, 100_031));
         t.add_signal(sig(100_040, 10, 0));
-        t.add_kernel(sample(29, 1, 444_444));
-        let a = t.add_signal(sig(444_450, 30, 1)).unwrap();
-        assert_eq!((a.kind, a.dropped), (AnomalyKind::DroppedInterrupt, 2));
-        // An interrupt taken past the skid but short of a second overflow
-        // is late, not lost.
-        t.add_kernel(sample(39, 1, 574_444));
-        let a = t.add_signal(sig(574_450, 40, 1)).unwrap();
-        assert_eq!((a.kind, a.dropped), (AnomalyKind::Late, 0));
+        // 70,000 past grid point 2: late, nothing skipped.
+        t.add_kernel(sample(19, 1, 270_000));
+        let a = one(t.add_signal(sig(270_010, 20, 1)));
+        assert_eq!((a.kind, a.dropped, a.missed), (AnomalyKind::Late, 0, 0));
+        // Back on the grid: fine.
+        t.add_kernel(sample(29, 1, 300_020));
+        assert!(t.add_signal(sig(300_030, 30, 1)).is_empty());
+        // 44,444 past point 7, three points passed: re-based, late.
+        t.add_kernel(sample(39, 1, 744_444));
+        let a = one(t.add_signal(sig(744_450, 40, 1)));
+        assert_eq!((a.kind, a.dropped, a.missed), (AnomalyKind::Late, 0, 3));
+        // The new grid: one period on is prompt, then a real loss.
+        t.add_kernel(sample(49, 1, 844_460));
+        assert!(t.add_signal(sig(844_470, 50, 1)).is_empty());
+        t.add_kernel(sample(59, 1, 1_044_450));
+        let a = one(t.add_signal(sig(1_044_460, 60, 1)));
+        assert_eq!((a.kind, a.dropped), (AnomalyKind::DroppedInterrupt, 1));
+        let totals = t.finish();
+        assert_eq!((totals.rebased, totals.grid_origin), (1, 744_444));
+        assert_eq!(totals.accounted_overflows, 10);
     }
 
     /// A LOST record means samples were not written: a gap across it proves
@@ -854,7 +1031,7 @@ mod tests {
             lost: 1,
         });
         t.add_kernel(sample(29, 0, 300_031));
-        let a = t.add_signal(sig(300_040, 30, 0)).unwrap();
+        let a = one(t.add_signal(sig(300_040, 30, 0)));
         assert_eq!((a.kind, a.dropped), (AnomalyKind::WitnessLost, 0));
         assert_eq!(t.finish().lost_records, 1);
     }
@@ -877,9 +1054,9 @@ mod tests {
             ..timeline(0, false).cfg
         });
         t.add_kernel(sample(1, 0, P));
-        assert_eq!(t.add_signal(sig(P + 3, 2, 0)), None);
+        assert!(t.add_signal(sig(P + 3, 2, 0)).is_empty());
         t.add_kernel(sample(3, 0, P));
-        let a = t.add_signal(sig(2 * P, 4, 0)).unwrap();
+        let a = one(t.add_signal(sig(2 * P, 4, 0)));
         assert_eq!(a.delta, 2 * P);
         assert_eq!(a.kind, AnomalyKind::DroppedInterrupt);
     }
