@@ -128,9 +128,11 @@ impl AnomalyKind {
                 "the software clock's hrtimer skipped periods: a property of software events, not a PMU fault"
             }
             AnomalyKind::Late => {
-                "a delta beyond period + skid but not near a multiple: check --skid for this CPU"
+                "a signal read (or, on hardware, an interrupt taken) later than the skid allows, with every interrupt accounted for: not a lost interrupt; check --skid for this CPU"
             }
-            AnomalyKind::Early => "a delta shorter than period - skid: check --skid for this CPU",
+            AnomalyKind::Early => {
+                "a delta shorter than period - skid, or a signal with no interrupt of its own: check --skid for this CPU"
+            }
             AnomalyKind::ToolError => {
                 "pmustress itself failed to read the counter in this window: please report it"
             }
@@ -540,5 +542,85 @@ mod tests {
             (j.kind, j.overflows, j.missed),
             (Some(AnomalyKind::Early), 0, 0)
         );
+    }
+
+    fn counted(samples: u64) -> Counted {
+        Counted {
+            samples,
+            lateness: Some(10),
+            ..Counted::default()
+        }
+    }
+
+    #[test]
+    fn counted_gaps_decide_drops_and_nothing_excuses_a_plain_gap() {
+        let w = Witness::default();
+        assert_eq!(judge_counted(&counted(1), &w, S).kind, None);
+        let drop = Counted {
+            absent: 1,
+            absent_throttled: 2,
+            unsignalled: 1,
+            ..counted(1)
+        };
+        // A SIGIO and a throttled gap in the same window excuse only their
+        // own overflows.
+        let j = judge_counted(&drop, &Witness { sigio: 1, ..w }, S);
+        assert_eq!(
+            (j.kind, j.dropped, j.missed, j.overflows),
+            (Some(AnomalyKind::DroppedInterrupt), 1, 4, 4)
+        );
+        let tool = Witness {
+            tool_error: true,
+            ..w
+        };
+        assert_eq!(
+            judge_counted(&drop, &tool, S).kind,
+            Some(AnomalyKind::ToolError)
+        );
+    }
+
+    #[test]
+    fn counted_explanations_in_order() {
+        let w = Witness::default();
+        let kind = |c: Counted, w: &Witness| judge_counted(&c, w, S).kind;
+        let unwitnessed = Counted {
+            absent_unwitnessed: 1,
+            absent_throttled: 1,
+            ..counted(1)
+        };
+        assert_eq!(kind(unwitnessed, &w), Some(AnomalyKind::WitnessLost));
+        let throttled = Counted {
+            absent_throttled: 1,
+            ..counted(1)
+        };
+        assert_eq!(kind(throttled, &w), Some(AnomalyKind::Throttled));
+        let merged = Counted {
+            unsignalled: 2,
+            ..counted(3)
+        };
+        assert_eq!(kind(merged, &w), Some(AnomalyKind::CoalescedSignal));
+        let sigio = Witness { sigio: 1, ..w };
+        assert_eq!(kind(merged, &sigio), Some(AnomalyKind::SignalQueueOverflow));
+        // Signal-level: late read, late interrupt, a signal with no interrupt.
+        let late = Counted {
+            lateness: Some(S + 1),
+            ..counted(1)
+        };
+        assert_eq!(kind(late, &w), Some(AnomalyKind::Late));
+        let late_irq = Counted {
+            late_interrupt: true,
+            late_skipped: 2,
+            ..counted(1)
+        };
+        let j = judge_counted(&late_irq, &w, S);
+        assert_eq!(
+            (j.kind, j.dropped, j.missed, j.overflows),
+            (Some(AnomalyKind::Late), 0, 2, 3)
+        );
+        let orphan = Counted {
+            lateness: None,
+            ..counted(0)
+        };
+        assert_eq!(kind(orphan, &w), Some(AnomalyKind::Early));
     }
 }
