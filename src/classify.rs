@@ -195,12 +195,16 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
         DeltaClass::Late | DeltaClass::Early => w.injected,
         DeltaClass::Ok => 0,
     };
-    // What would count as dropped: every absent interrupt on hardware; on a
-    // software clock, whose timer skips periods on its own, only ours.
-    let dropped = if software {
-        absent.min(w.injected)
+    // What counts as dropped: on hardware every absent interrupt, unless the
+    // kernel throttled (the stopped counter explains them) or the witness
+    // itself lost records; on a software clock, whose timer skips periods on
+    // its own, none. An overflow we discarded on purpose is a drop by
+    // construction whatever the merged delta looks like: a software clock's
+    // jitter can make it ok, late or early.
+    let dropped = if software || w.throttled || w.records_lost {
+        w.injected
     } else {
-        absent
+        absent.max(w.injected)
     };
     let explained = if w.tool_error {
         Some(AnomalyKind::ToolError)
@@ -209,7 +213,7 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
         // interrupt: the kernel wrote the sample before it tried to queue
         // the signal, so an overflow with no sample was not one of them.
         Some(AnomalyKind::SignalQueueOverflow)
-    } else if w.throttled && class != DeltaClass::Ok {
+    } else if w.throttled && class != DeltaClass::Ok && dropped == 0 {
         Some(AnomalyKind::Throttled)
     } else {
         None
@@ -223,29 +227,22 @@ pub fn judge(class: DeltaClass, delta: u64, period: u64, w: &Witness, software: 
     if explained.is_some() {
         return j;
     }
-    match class {
-        DeltaClass::Ok => {}
-        DeltaClass::Late | DeltaClass::Early if dropped > 0 => {
-            j.kind = Some(AnomalyKind::DroppedInterrupt);
-            j.dropped = dropped;
-            j.missed = j.missed.max(dropped);
-        }
-        DeltaClass::Late => j.kind = Some(AnomalyKind::Late),
-        DeltaClass::Early => j.kind = Some(AnomalyKind::Early),
-        DeltaClass::Missed { .. } => {
-            j.kind = Some(if w.records_lost {
-                AnomalyKind::WitnessLost
-            } else if absent == 0 {
-                AnomalyKind::CoalescedSignal
-            } else if dropped > 0 {
-                j.dropped = dropped;
-                AnomalyKind::DroppedInterrupt
-            } else {
-                // A software clock cannot lose a PMU interrupt.
-                AnomalyKind::SoftwareTimerSkip
-            });
-        }
+    if dropped > 0 {
+        j.kind = Some(AnomalyKind::DroppedInterrupt);
+        j.dropped = dropped;
+        j.missed = j.missed.max(dropped);
+        j.overflows = j.overflows.max(1 + dropped);
+        return j;
     }
+    j.kind = match class {
+        DeltaClass::Ok => None,
+        DeltaClass::Late => Some(AnomalyKind::Late),
+        DeltaClass::Early => Some(AnomalyKind::Early),
+        DeltaClass::Missed { .. } if w.records_lost => Some(AnomalyKind::WitnessLost),
+        DeltaClass::Missed { .. } if absent == 0 => Some(AnomalyKind::CoalescedSignal),
+        // A software clock cannot lose a PMU interrupt.
+        DeltaClass::Missed { .. } => Some(AnomalyKind::SoftwareTimerSkip),
+    };
     j
 }
 
@@ -622,5 +619,33 @@ mod tests {
             ..counted(0)
         };
         assert_eq!(kind(orphan, &w), Some(AnomalyKind::Early));
+    }
+
+    /// Found under load: an injected signal that came right after its
+    /// predecessor left a merged window that looked ok, or coalesced, and
+    /// the self-test lost count. What we discarded is a drop regardless.
+    #[test]
+    fn an_injection_is_a_drop_whatever_the_merged_delta_looks_like() {
+        let injected = Witness {
+            injected: 1,
+            ..w(1)
+        };
+        for software in [true, false] {
+            let j = judge(Ok, P + 3, P, &injected, software);
+            assert_eq!(
+                (j.kind, j.dropped, j.missed, j.overflows),
+                (Some(AnomalyKind::DroppedInterrupt), 1, 1, 2)
+            );
+            // Samples to spare (a merged signal elsewhere in the window).
+            let extra = Witness {
+                kernel_samples: 2,
+                ..injected
+            };
+            let j = judge(Missed { missed: 1 }, 2 * P, P, &extra, software);
+            assert_eq!(
+                (j.kind, j.dropped),
+                (Some(AnomalyKind::DroppedInterrupt), 1)
+            );
+        }
     }
 }

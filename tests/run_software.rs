@@ -5,9 +5,10 @@
 use crate::util::{has_core_pmu, read_json, run, shared_machine, u64_at};
 
 /// Kinds a software clock may show on its own (shared/software-events.md):
-/// the hrtimer skips or slips periods on a loaded 2-CPU VM. None of them
-/// can be a dropped interrupt or our own failure.
-const SOFTWARE_ONLY_KINDS: &[&str] = &["software-timer-skip", "late", "early"];
+/// the hrtimer skips or slips periods on a loaded 2-CPU VM, and the kernel
+/// now and then merges two overflows' signals. None of them can be a
+/// dropped interrupt or our own failure.
+const SOFTWARE_ONLY_KINDS: &[&str] = &["software-timer-skip", "late", "early", "coalesced-signal"];
 
 fn run_task_clock(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
@@ -36,6 +37,23 @@ fn run_task_clock(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     (out.status.code(), stdout, read_json(&out_dir))
 }
 
+/// Every overflow the kernel handled (a sample record) produced a signal or
+/// a SIGIO, or else was reported as missed: the kernel may merge two
+/// overflows' signals (seen under load: one in ~1300), never may a sample
+/// vanish unreported, and a signal never comes without a sample.
+fn assert_every_sample_signalled_or_reported(w: &serde_json::Value) {
+    let delivered = u64_at(w, "/signals") + u64_at(w, "/sigio");
+    let samples = u64_at(w, "/kernel_samples");
+    assert!(delivered <= samples, "{w:#}");
+    let missed: u64 = w["missed_overflows"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert!(samples - delivered <= missed, "{w:#}");
+}
+
 #[test]
 fn task_clock_with_migration_is_clean_and_every_overflow_is_accounted_for() {
     let (code, stdout, r) = run_task_clock(&[]);
@@ -56,8 +74,7 @@ fn task_clock_with_migration_is_clean_and_every_overflow_is_accounted_for() {
         // machine loaded by other jobs one got only 60 in 3 s, so ask only
         // that the run measured something.
         assert!(signals >= 20, "{w:#}");
-        // Every overflow the kernel handled produced exactly one signal.
-        assert_eq!(signals, u64_at(w, "/kernel_samples"), "{w:#}");
+        assert_every_sample_signalled_or_reported(w);
         assert_eq!(u64_at(w, "/dropped_interrupts"), 0);
         assert_eq!(u64_at(w, "/wrong_thread_signals"), 0);
         assert_eq!(u64_at(w, "/signal_ring_overflows"), 0);
@@ -102,7 +119,7 @@ fn injected_drops_are_reported_exactly_and_exit_1() {
     );
     for w in r["workers"].as_array().unwrap() {
         assert_eq!(u64_at(w, "/dropped_interrupts"), u64_at(w, "/injected"));
-        assert_eq!(u64_at(w, "/signals"), u64_at(w, "/kernel_samples"));
+        assert_every_sample_signalled_or_reported(w);
     }
     // Each recorded dropped-interrupt anomaly carries its injection.
     let recorded: u64 = r["anomalies"]
@@ -137,7 +154,7 @@ fn reset_mode_rearms_after_every_signal() {
     assert_eq!(code, Some(0), "{stdout}");
     assert_eq!(r["config"]["mode"], "reset");
     for w in r["workers"].as_array().unwrap() {
-        assert_eq!(u64_at(w, "/signals"), u64_at(w, "/kernel_samples"), "{w:#}");
+        assert_every_sample_signalled_or_reported(w);
         assert_eq!(u64_at(w, "/dropped_interrupts"), 0);
         // The read value is the count since the re-arm: about one period.
         let p50 = u64_at(w, "/deltas/p50");
