@@ -128,7 +128,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
     pub period: Option<u64>,
 
-    /// Tolerance around each multiple of the period.
+    /// Tolerance around each multiple of the period, for signal reads and
+    /// (on hardware) for an interrupt's count past its overflow.
     /// [default: from the CPU table; period/4 for software clocks]
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub skid: Option<u64>,

@@ -213,6 +213,8 @@ pub struct Timeline {
     /// Counted mode: counts of interrupts whose signal has not come yet.
     owed: VecDeque<u64>,
     held: Option<Held>,
+    /// Counted mode: injections still to discard a sample.
+    inject_owed: u64,
     moves: VecDeque<u64>,
     last_move: Option<u64>,
     throttle_active: bool,
@@ -242,6 +244,7 @@ impl Timeline {
             fresh: Vec::new(),
             owed: VecDeque::new(),
             held: None,
+            inject_owed: 0,
             moves: VecDeque::new(),
             last_move: None,
             throttle_active: false,
@@ -290,8 +293,8 @@ impl Timeline {
 
     /// Counted mode: takes into `w` the samples whose count `value` has
     /// passed. An injected drop discards the last of them, as if that
-    /// interrupt never happened.
-    fn count_until(&mut self, value: u64, inject: bool, w: &mut Window) {
+    /// interrupt never happened; returns whether it could.
+    fn count_until(&mut self, value: u64, inject: bool, w: &mut Window) -> bool {
         let c = self.cfg;
         while let Some(s) = self.samples.front().copied() {
             if s.value > value {
@@ -303,7 +306,7 @@ impl Timeline {
                     Some(next) => next.marks.merge(s.marks),
                     None => self.marks.merge(s.marks),
                 }
-                break;
+                return true;
             }
             let gap = s.value.saturating_sub(self.last_sample_value);
             self.last_sample_value = s.value;
@@ -345,6 +348,7 @@ impl Timeline {
                 self.last_index = 0;
             }
         }
+        false
     }
 
     pub fn add_move(&mut self, time_ns: u64) {
@@ -443,7 +447,17 @@ impl Timeline {
         let inject =
             self.cfg.inject_drop_every > 0 && self.seq.is_multiple_of(self.cfg.inject_drop_every);
         if self.counted {
-            self.count_until(rec.value, inject, &mut window);
+            // A signal whose interrupt an earlier read already passed (a
+            // late signal's queued successor) has no sample left to discard:
+            // its injection is carried to the next signal that has one, so
+            // the self-test still gets exactly one drop per injection.
+            let discard = inject || self.inject_owed > 0;
+            let discarded = self.count_until(rec.value, discard, &mut window);
+            match (inject, discarded) {
+                (true, false) => self.inject_owed += 1,
+                (false, true) => self.inject_owed -= 1,
+                _ => {}
+            }
         }
         if inject {
             // As if this overflow's interrupt never came: no signal and no
@@ -931,6 +945,34 @@ mod tests {
         assert_eq!(totals.accounted_overflows, 6);
         assert_eq!((totals.signals, totals.kernel_samples), (6, 6));
         assert_eq!(totals.anomalies[0], (AnomalyKind::DroppedInterrupt, 0));
+    }
+
+    /// An injection that falls on a late signal's queued successor, whose
+    /// interrupt an earlier read already passed: the next signal with an
+    /// interrupt of its own gives up its sample instead, so the self-test
+    /// still counts one drop per injection.
+    #[test]
+    fn an_injection_on_a_queued_signal_still_makes_one_drop() {
+        let mut t = Timeline::new(TimelineConfig {
+            inject_drop_every: 3,
+            ..qemu_timeline().cfg
+        });
+        for (i, v) in [100_000, 200_000, 300_000, 400_000, 500_000]
+            .into_iter()
+            .enumerate()
+        {
+            t.add_kernel(sample(i as u64 * 10 + 9, 0, v));
+        }
+        t.add_signal(sig(100_010, 10, 0));
+        t.add_signal(sig(300_010, 30, 0));
+        // Signal 3, discarded: s3's, which the read before already passed.
+        assert!(t.add_signal(sig(300_250, 31, 0)).is_empty());
+        t.add_signal(sig(400_010, 40, 0));
+        let drop = t.add_signal(sig(500_010, 50, 0));
+        assert_eq!(kinds(&drop), [AnomalyKind::DroppedInterrupt]);
+        let totals = t.finish();
+        assert_eq!((totals.injected, totals.dropped_interrupts), (1, 1));
+        assert_eq!(totals.kernel_samples, 4);
     }
 
     /// A late read whose queued successor never comes: the kernel merged
