@@ -375,12 +375,17 @@ pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> Str
             }
         }
         let event = r.str_at("/config/event/description").unwrap_or("?");
+        let skid = r.u64_at("/config/skid");
+        // Older results have no interrupt skid: it was the skid then.
+        let interrupt_skid = match r.json.pointer("/config/interrupt_skid") {
+            Some(v) if v.as_u64() != Some(skid) => format!(", interrupt skid {v}"),
+            _ => String::new(),
+        };
         wrap_into(
             &mut s,
             &format!(
-                "event: {event}; period {}, skid {}",
+                "event: {event}; period {}, skid {skid}{interrupt_skid}",
                 r.period(),
-                r.u64_at("/config/skid")
             ),
             "",
         );
@@ -458,8 +463,14 @@ pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> Str
                     .parse::<u64>()
                     .map(|ns| format!(", {} us after migration", ns / 1000))
                     .unwrap_or_default();
+                let gap = col(row, "interrupt_gap");
+                let gap = if gap.is_empty() {
+                    gap
+                } else {
+                    format!(", interrupts {gap} apart")
+                };
                 let line = format!(
-                    "worker {} #{}: delta {} {} ({} missed), cpu {} -> {}{since}",
+                    "worker {} #{}: delta {} {} ({} missed), cpu {} -> {}{since}{gap}",
                     col(row, "worker"),
                     col(row, "signal_seq"),
                     col(row, "delta"),
