@@ -80,35 +80,20 @@ fn bare_signal() -> libc::c_int {
 
 // --- part 1: one delivery, synchronously -------------------------------------
 
-/// siginfo_t as the kernel fills it for an F_SETSIG overflow signal (the
-/// SIGPOLL layout `signal` reads: si_band, then si_fd at offset 24), padded
-/// to the kernel's 128 bytes.
+/// A siginfo_t for an F_SETSIG overflow signal, padded to the kernel's 128
+/// bytes.
 #[repr(C)]
-struct PollSigInfo {
-    signo: libc::c_int,
-    errno: libc::c_int,
-    code: libc::c_int,
-    _pad: libc::c_int,
-    band: libc::c_long,
-    fd: libc::c_int,
-    _rest: [u8; 100],
+struct PaddedSigInfo {
+    info: signal::SigPollInfo,
+    _rest: [u8; 128 - std::mem::size_of::<signal::SigPollInfo>()],
 }
-
-/// si_code of a SIGPOLL-class signal for input (asm-generic/siginfo.h);
-/// what the kernel puts in an overflow signal. libc does not export it.
-const POLL_IN: libc::c_int = 1;
 
 /// Queues `signo` with si_fd = `fd`, si_code POLL_IN to the calling thread;
 /// the kernel delivers it on the way out of this syscall.
 fn queue_to_self(signo: libc::c_int, fd: libc::c_int) {
-    let info = PollSigInfo {
-        signo,
-        errno: 0,
-        code: POLL_IN,
-        _pad: 0,
-        band: 0,
-        fd,
-        _rest: [0; 100],
+    let info = PaddedSigInfo {
+        info: signal::SigPollInfo::poll_in(signo, fd),
+        _rest: [0; 128 - std::mem::size_of::<signal::SigPollInfo>()],
     };
     // SAFETY: rt_tgsigqueueinfo reads one 128-byte siginfo that lives
     // across the call; sending to our own thread needs no privilege.
@@ -118,7 +103,7 @@ fn queue_to_self(signo: libc::c_int, fd: libc::c_int) {
             libc::getpid(),
             kernel::gettid(),
             signo,
-            &info as *const PollSigInfo,
+            &info as *const PaddedSigInfo,
         )
     };
     assert_eq!(

@@ -194,14 +194,33 @@ impl Drop for Registration {
 
 /// Layout of siginfo_t for SIGPOLL-class signals on 64-bit Linux (si_band
 /// then si_fd after the three ints and padding): libc does not expose si_fd.
+/// Public so benches can queue exactly what the kernel sends.
 #[repr(C)]
-struct SigPollInfo {
-    signo: libc::c_int,
-    errno: libc::c_int,
-    code: libc::c_int,
+pub struct SigPollInfo {
+    pub signo: libc::c_int,
+    pub errno: libc::c_int,
+    pub code: libc::c_int,
     _pad: libc::c_int,
-    band: libc::c_long,
-    fd: libc::c_int,
+    pub band: libc::c_long,
+    pub fd: libc::c_int,
+}
+
+/// si_code of a SIGPOLL-class signal for input (asm-generic/siginfo.h):
+/// what the kernel puts in an overflow signal. libc does not export it.
+pub const POLL_IN: libc::c_int = 1;
+
+impl SigPollInfo {
+    /// What the kernel fills in for an overflow of event `fd`.
+    pub fn poll_in(signo: libc::c_int, fd: libc::c_int) -> SigPollInfo {
+        SigPollInfo {
+            signo,
+            errno: 0,
+            code: POLL_IN,
+            _pad: 0,
+            band: 0,
+            fd,
+        }
+    }
 }
 
 /// Restores the interrupted code's errno when the handler returns.
