@@ -23,7 +23,7 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ALL_CASES=(debian61-migrate branches-125 nopnmi-migrate pnmi-migrate nopnmi-nomigrate)
+ALL_CASES=(debian61-migrate branches-125 nopnmi-migrate pnmi-migrate nopnmi-nomigrate pnmi-inject)
 
 # The budget shared by the migration cases (1, 2 and 4): guest time, measured by the
 # guest's CLOCK_MONOTONIC, which -icount shift=0 ties to executed instructions. See
@@ -58,7 +58,8 @@ usage() {
 
 # Each case sets: KERNEL (small|debian), APPEND (extra kernel parameters), WRAP (a
 # command the guest runs pmustress under, or empty), ARGS (the pmustress run arguments) and the expectations EXPECT_EXIT, EXPECT_VERDICT,
-# EXPECT_DROPPED (some|none|any), EXPECT_CLEAN (1: no anomaly of any kind),
+# EXPECT_DROPPED (some|none|injected: exactly the injected ones|any), EXPECT_CLEAN (1: no
+# anomaly of any kind),
 # EXPECT_NMI_EVIDENCE (1: an evidence line says "using NMIs"), EXPECT_MESSAGE (regex
 # the output must match, or empty).
 define_case() {
@@ -76,6 +77,12 @@ define_case() {
         WRAP=$PIN_ALL
         ARGS=(run "${COMMON[@]}" --migrate none "${BUDGET[@]}")
         EXPECT_EXIT=0 EXPECT_VERDICT=disabled EXPECT_DROPPED=none EXPECT_CLEAN=1 ;;
+    pnmi-inject) # the detector on the real driver: pseudo-NMIs on, every 97th overflow
+        # discarded on purpose; exactly those come back as dropped interrupts, among
+        # the late signals and late interrupts migration brings here
+        APPEND=irqchip.gicv3_pseudo_nmi=1
+        ARGS=(run "${COMMON[@]}" --migrate ping-pong --inject-drop-every 97 "${BUDGET[@]}")
+        EXPECT_EXIT=1 EXPECT_VERDICT=enabled EXPECT_DROPPED=injected ;;
     pnmi-nomigrate) # extra control, not in "all": pseudo-NMIs on, no migration
         APPEND=irqchip.gicv3_pseudo_nmi=1 WRAP=$PIN_ALL
         ARGS=(run "${COMMON[@]}" --migrate none "${BUDGET[@]}")
@@ -377,6 +384,11 @@ check_case() {
             [[ $implied =~ ^[0-9]+$ && $samples =~ ^[0-9]+$ ]] && ((implied > samples)) ||
                 fails+=("kernel samples $samples not fewer than implied overflows $implied") ;;
         none) [[ $dropped == 0 ]] || fails+=("dropped-interrupt $dropped, want 0") ;;
+        injected)
+            local injected
+            injected=$(jqr '.totals.injected // "missing"' "$json")
+            [[ $injected =~ ^[0-9]+$ ]] && ((injected > 0)) && [[ $lost == "$injected" ]] ||
+                fails+=("dropped interrupts $lost, want exactly the $injected injected") ;;
         esac
         if ((EXPECT_CLEAN)) && [[ $anomalies != none ]]; then
             fails+=("anomalies $anomalies, want none")
