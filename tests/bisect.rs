@@ -1,28 +1,16 @@
 //! Bisect mode: run until zero drops would prove the rate below R, stop
 //! as bad at the first drop, and never call a short run good.
 
-use crate::util::{read_json, run, u64_at};
+use crate::util::{run, run_measured, u64_at};
 
 fn bisect(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     let _machine = crate::util::shared_machine();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("r");
-    let mut argv = vec![
-        "run",
-        "--event",
-        "task-clock",
-        "--migrate-interval",
-        "1ms",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    argv.extend_from_slice(extra);
-    let o = run(&argv);
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        read_json(&out),
-    )
+    let argv = [
+        &["--event", "task-clock", "--migrate-interval", "1ms"],
+        extra,
+    ]
+    .concat();
+    run_measured(&argv)
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! classifier, results. Software clocks cannot lose a PMU interrupt, so a
 //! clean run must be clean, and injected drops must come back exactly.
 
-use crate::util::{has_core_pmu, read_json, run, shared_machine, u64_at};
+use crate::util::{has_core_pmu, run, run_measured, shared_machine, u64_at};
 
 /// Kinds a software clock may show on its own (shared/software-events.md):
 /// the hrtimer skips or slips periods on a loaded 2-CPU VM, and the kernel
@@ -11,30 +11,26 @@ use crate::util::{has_core_pmu, read_json, run, shared_machine, u64_at};
 const SOFTWARE_ONLY_KINDS: &[&str] = &["software-timer-skip", "late", "early", "coalesced-signal"];
 
 fn run_task_clock(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let out_dir = dir.path().join("out");
-    let mut argv = vec![
-        "run",
-        "--event",
-        "task-clock",
-        "--period",
-        "1000000",
-        "--workers",
-        "2",
-        "--migrate",
-        "ping-pong",
-        "--migrate-interval",
-        "1ms",
-        "--duration",
-        "3s",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ];
-    argv.extend_from_slice(extra);
+    let argv = [
+        &[
+            "--event",
+            "task-clock",
+            "--period",
+            "1000000",
+            "--workers",
+            "2",
+            "--migrate",
+            "ping-pong",
+            "--migrate-interval",
+            "1ms",
+            "--duration",
+            "3s",
+        ],
+        extra,
+    ]
+    .concat();
     let _machine = shared_machine();
-    let out = run(&argv);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    (out.status.code(), stdout, read_json(&out_dir))
+    run_measured(&argv)
 }
 
 /// Every overflow the kernel handled (a sample record) produced a signal or

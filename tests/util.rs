@@ -13,6 +13,25 @@ pub fn run(args: &[&str]) -> Output {
     pmustress().args(args).output().expect("pmustress runs")
 }
 
+/// Runs `pmustress run ARGS --out <a fresh directory>` and returns its exit
+/// code, stdout and run.json.
+pub fn run_measured(args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = pmustress()
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("pmustress runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        read_json(&out_dir),
+    )
+}
+
 pub fn read_json(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("run.json")).expect("run.json exists");
     serde_json::from_str(&text).expect("run.json parses")
