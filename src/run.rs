@@ -23,7 +23,7 @@ use crate::migrator::{self, Plan};
 use crate::sample;
 use crate::signal::{self, Slot};
 use crate::timeline::{
-    Anomaly, Closed, ClosedWindow, Mode, Timeline, TimelineConfig, WorkerTotals,
+    Anomaly, ClosedWindow, Closings, Mode, Timeline, TimelineConfig, WorkerTotals,
 };
 use crate::worker::{self, Finished, WorkerShared, WorkerSpec};
 
@@ -302,6 +302,12 @@ pub fn run(
     let elapsed_ns = kernel::monotonic_ns() - started_ns;
     // The last records: everything the handlers and kernel wrote before DISABLE.
     drain_all(&mut live, &handles, observer, &mut progress, u64::MAX);
+    // Settle what waited for a next signal that will not come.
+    for l in live.iter_mut().flatten() {
+        book(&mut l.timeline, observer, &mut progress, |t| {
+            [t.flush(), None]
+        });
+    }
 
     let workers = live
         .into_iter()
@@ -364,30 +370,29 @@ fn drain_all(
         for rec in signals {
             l.last_signal_ns = now.min(kernel::monotonic_ns());
             progress.signals += 1;
-            let before = l.timeline.totals().accounted_overflows;
-            let closings = l.timeline.feed(rec);
-            progress.overflows += l.timeline.totals().accounted_overflows - before;
-            for closed in closings.into_iter().flatten() {
-                report(&closed, observer, progress);
-            }
-        }
-        if now == u64::MAX {
-            // The last pass: settle what waited for a next signal.
-            let before = l.timeline.totals().accounted_overflows;
-            if let Some(closed) = l.timeline.flush() {
-                progress.overflows += l.timeline.totals().accounted_overflows - before;
-                report(&closed, observer, progress);
-            }
+            book(&mut l.timeline, observer, progress, |t| t.feed(rec));
         }
     }
 }
 
-fn report(closed: &Closed, observer: &mut dyn Observer, progress: &mut Progress) {
-    observer.window(&closed.window);
-    if let Some(a) = &closed.anomaly {
-        progress.anomalies += 1;
-        progress.dropped += a.dropped;
-        observer.anomaly(a);
+/// Takes one step of a timeline (a signal, or the final flush) and hands
+/// the windows it closed to the observer and the progress counts.
+fn book(
+    timeline: &mut Timeline,
+    observer: &mut dyn Observer,
+    progress: &mut Progress,
+    step: impl FnOnce(&mut Timeline) -> Closings,
+) {
+    let before = timeline.totals().accounted_overflows;
+    let closings = step(timeline);
+    progress.overflows += timeline.totals().accounted_overflows - before;
+    for closed in closings.into_iter().flatten() {
+        observer.window(&closed.window);
+        if let Some(a) = &closed.anomaly {
+            progress.anomalies += 1;
+            progress.dropped += a.dropped;
+            observer.anomaly(a);
+        }
     }
 }
 

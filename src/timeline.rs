@@ -154,7 +154,8 @@ pub struct WorkerTotals {
 struct Window {
     delta: u64,
     witness: Witness,
-    /// Counted mode: the samples this window's read has passed.
+    /// Counted mode: what the samples this window's read has passed show
+    /// (their number is `witness.kernel_samples`).
     counted: Counted,
 }
 
@@ -207,9 +208,8 @@ pub struct Timeline {
     marks: GapMarks,
     /// Counted mode: the count at the last sample a window took.
     last_sample_value: u64,
-    /// Counted mode: where the overflow grid starts (0 until the driver
-    /// re-bases the period) and the grid point of the last sample taken.
-    grid_origin: u64,
+    /// Counted mode: the grid point of the last sample taken (the grid's
+    /// origin is `totals.grid_origin`).
     last_index: u64,
     /// Counted mode: counts of the current window's new interrupts.
     fresh: Vec<u64>,
@@ -242,7 +242,6 @@ impl Timeline {
             samples: VecDeque::new(),
             marks: GapMarks::default(),
             last_sample_value: 0,
-            grid_origin: 0,
             last_index: 0,
             fresh: Vec::new(),
             owed: VecDeque::new(),
@@ -321,9 +320,8 @@ impl Timeline {
             w.witness.kernel_samples += 1;
             self.fresh.push(s.value);
             let counted = &mut w.counted;
-            counted.samples += 1;
             counted.max_gap = counted.max_gap.max(gap);
-            let on_grid = s.value.saturating_sub(self.grid_origin);
+            let on_grid = s.value.saturating_sub(self.totals.grid_origin);
             let index = on_grid / c.period;
             let skipped = index.saturating_sub(self.last_index + 1);
             // Grid points we emptied ourselves are drops by construction,
@@ -356,7 +354,6 @@ impl Timeline {
                 counted.late_skipped += skipped;
                 self.totals.rebased += 1;
                 self.totals.grid_origin = s.value;
-                self.grid_origin = s.value;
                 self.last_index = 0;
             }
         }
@@ -547,7 +544,7 @@ impl Timeline {
     /// Counted mode. Signals are matched to interrupts in order, as
     /// realtime signals queue: a signal is the oldest owed interrupt's.
     fn close_counted(&mut self, window: Window, rec: SignalRecord) -> Closings {
-        let fresh = window.counted.samples;
+        let fresh = window.witness.kernel_samples;
         let settled = self.held.take().map(|h| self.settle_held(h, fresh == 0));
         let mut unsignalled = 0;
         if fresh > 0 && !self.owed.is_empty() {
@@ -601,6 +598,7 @@ impl Timeline {
             witness,
             mut counted,
         } = window;
+        counted.samples = witness.kernel_samples;
         counted.unsignalled = unsignalled;
         counted.lateness = lateness;
         let j = classify::judge_counted(&counted, &witness, self.cfg.skid);
