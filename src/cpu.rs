@@ -250,25 +250,19 @@ pub fn core_model(id: &CpuId) -> CoreModel {
                 ),
             };
             // Every ARMv8 PMU implements BR_RETIRED; only the skid differs.
-            let skid = match (m.implementer, m.part) {
-                (0x41, 0xd0c | 0xd40 | 0xd49 | 0xd4f | 0xd84 | 0xd8e) => 1_000,
-                (0x41, 0xd0b | 0xd0d | 0xd41 | 0xd44) => 10_000,
-                // QEMU's `-cpu max` (MIDR 0x000f0510). TCG takes the PMU
-                // interrupt at a translation-block boundary: under
-                // -icount shift=0 we measured reads up to 35,555 cycles
-                // past the overflow with no migration at all.
-                (0x00, 0x051) => QEMU_TCG_SKID,
-                _ => UNKNOWN_SKID,
-            };
-            // QEMU's interrupt comes exactly at the overflow when it comes
-            // promptly (sample counts are exact multiples of the period
-            // under -icount); when it is late, it is late by whatever the
-            // other vCPU ran meanwhile (its "cycles" are virtual time), so a
-            // tolerance would only let a late one pass for a prompt one.
-            let interrupt_skid = if (m.implementer, m.part) == (0x00, 0x051) {
-                0
-            } else {
-                skid
+            // (signal skid, interrupt skid): the same on real cores.
+            let (skid, interrupt_skid) = match (m.implementer, m.part) {
+                (0x41, 0xd0c | 0xd40 | 0xd49 | 0xd4f | 0xd84 | 0xd8e) => (1_000, 1_000),
+                (0x41, 0xd0b | 0xd0d | 0xd41 | 0xd44) => (10_000, 10_000),
+                // QEMU's `-cpu max` (MIDR 0x000f0510). Signal reads: under
+                // -icount shift=0 we measured reads up to 35,555 cycles past
+                // the overflow with no migration at all. Interrupts: exactly
+                // at the overflow when prompt (sample counts are exact
+                // multiples of the period); when late, late by whatever the
+                // other vCPU ran meanwhile (its "cycles" are virtual time),
+                // so a tolerance would only let a late one pass for prompt.
+                (0x00, 0x051) => (QEMU_TCG_SKID, 0),
+                _ => (UNKNOWN_SKID, UNKNOWN_SKID),
             };
             CoreModel {
                 name,
