@@ -1,18 +1,7 @@
 //! `pmustress completions SHELL` and `pmustress man`: generated from the
 //! clap definitions, so a new flag shows up without anyone editing them.
 
-use crate::util::run;
-
-fn stdout(args: &[&str]) -> String {
-    let o = run(args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
+use crate::util::{run, stdout_of as stdout};
 
 #[test]
 fn bash_completion_knows_commands_and_flags() {

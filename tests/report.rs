@@ -1,7 +1,7 @@
 //! `pmustress report` and `compare` on recorded result directories: the
 //! exact text is pinned (insta snapshots under tests/snapshots/).
 
-use crate::util::run;
+use crate::util::{run, stdout_of as stdout};
 
 const CLEAN: &str = "tests/fixtures/results/task-clock-clean";
 const INJECTED: &str = "tests/fixtures/results/task-clock-injected";
@@ -9,17 +9,6 @@ const INJECTED: &str = "tests/fixtures/results/task-clock-injected";
 /// period 100000, ping-pong migration), pseudo-NMI off and on.
 const ARM64_NOPNMI: &str = "tests/fixtures/qemu/nopnmi-migrate";
 const ARM64_PNMI: &str = "tests/fixtures/qemu/pnmi-migrate";
-
-fn stdout(args: &[&str]) -> String {
-    let out = run(args);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[test]
 fn text_report_is_pinned_and_fits_72_columns() {

@@ -13,6 +13,18 @@ pub fn run(args: &[&str]) -> Output {
     pmustress().args(args).output().expect("pmustress runs")
 }
 
+/// Runs `pmustress ARGS`, which must succeed, and returns its stdout.
+pub fn stdout_of(args: &[&str]) -> String {
+    let out = run(args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Runs `pmustress run ARGS --out <a fresh directory>` and returns its exit
 /// code, stdout and run.json.
 pub fn run_measured(args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
