@@ -1,18 +1,18 @@
 /*!
-Classifier and ring: deltas classified per second, and the cost of a push
-and a pop on the handler's ring, each against a floor measured in the same
-run:
+Judge and ring: overflows judged per second, and the cost of a push and a
+pop on the handler's ring, each against a floor measured in the same run:
 
-- classification: `classify_delta` + `judge`, and a whole `Timeline` (kernel
-  sample records, witness, histogram, totals) fed one overflow at a time,
-  against the floor of reading the same deltas (a sum);
+- judgement: a whole `WorkerJudge` (interrupts replayed on the driver's
+  grid, deliveries matched, histograms, totals) fed one overflow at a time as
+  the controller feeds it (a stop, the sample, the signal), against the floor
+  of reading the same deltas (a sum);
 - the ring: `Ring<3>` push + pop (the signal record's three words) against
   three relaxed atomic stores and loads into a preallocated slot, the
   memory traffic without the single-producer protocol. (A two-thread
   figure would measure the scheduler here: on 2 busy CPUs producer and
   consumer seldom run at once.)
 
-The headroom line compares the timeline's rate with the most signals the
+The headroom line compares the judge's rate with the most signals the
 kernel would ever send: perf_event_max_sample_rate per CPU, times the CPUs.
 */
 
@@ -25,16 +25,13 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use common::{Tally, machine_line, ratio_line};
-use pmustress::classify::{self, Witness};
+use pmustress::judge::{Delivery, JudgeConfig, Mode, Observation, WorkerJudge};
 use pmustress::ring::Ring;
-use pmustress::sample::KernelRecord;
-use pmustress::signal::{Delivery, SignalRecord};
-use pmustress::timeline::{Mode, Timeline, TimelineConfig};
 
 const PERIOD: u64 = 100_000;
 const SKID: u64 = 2_000;
 
-/// Deltas like a run's: mostly ok with jitter, some missed, late, early.
+/// Interrupt latencies like a run's: mostly within the skid, some late.
 fn deltas(n: usize) -> Vec<u64> {
     let mut rng = fastrand_like(7);
     (0..n)
@@ -42,10 +39,8 @@ fn deltas(n: usize) -> Vec<u64> {
             // Within +/- skid of the period.
             let jitter = (rng() % (2 * SKID + 1)) as i64 - SKID as i64;
             match i % 100 {
-                0 => (2 * PERIOD).saturating_add_signed(jitter),
-                1 => 3 * PERIOD / 2,
-                2 => PERIOD / 3,
-                _ => PERIOD.saturating_add_signed(jitter),
+                0 => PERIOD / 3,
+                _ => jitter.unsigned_abs(),
             }
         })
         .collect()
@@ -62,23 +57,15 @@ fn fastrand_like(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
-fn timeline() -> Timeline {
-    Timeline::new(TimelineConfig {
-        worker: 0,
-        period: PERIOD,
-        skid: SKID,
-        interrupt_skid: SKID,
-        mode: Mode::Free,
-        software: false,
-        inject_drop_every: 0,
-    })
+fn judge() -> WorkerJudge {
+    WorkerJudge::new(0, JudgeConfig::new(PERIOD, SKID, SKID, Mode::Free))
 }
 
 fn classifier(c: &mut Criterion) {
     println!("{}", machine_line());
     const N: usize = 4096;
     let d = deltas(N);
-    let (floor, pure, whole) = (Tally::default(), Tally::default(), Tally::default());
+    let (floor, whole) = (Tally::default(), Tally::default());
     let mut group = c.benchmark_group("classify");
     group.throughput(Throughput::Elements(N as u64));
     group.bench_function("floor_read_deltas", |b| {
@@ -96,47 +83,42 @@ fn classifier(c: &mut Criterion) {
             e
         })
     });
-    let witness = Witness {
-        kernel_samples: 1,
-        ..Witness::default()
-    };
-    group.bench_function("classify_delta_and_judge", |b| {
+    // One long stream: each overflow is a stop a quarter period before
+    // it, its sample, then its signal, as the controller feeds them.
+    let mut j = judge();
+    let (mut due, mut time) = (0u64, 0u64);
+    let (mut windows, mut anomalies) = (Vec::new(), Vec::new());
+    group.bench_function("judge_stop_sample_signal", |b| {
         b.iter_custom(|iters| {
             let start = Instant::now();
             for _ in 0..iters {
-                for &x in black_box(&d) {
-                    let class = classify::classify_delta(x, PERIOD, SKID);
-                    black_box(classify::judge(class, x, PERIOD, &witness, false));
-                }
-            }
-            let e = start.elapsed();
-            pure.record(iters * N as u64, e);
-            e
-        })
-    });
-    // One long timeline: each overflow is a kernel sample then its signal,
-    // as the controller feeds them.
-    let mut t = timeline();
-    let (mut value, mut time) = (0u64, 0u64);
-    group.bench_function("timeline_sample_and_signal", |b| {
-        b.iter_custom(|iters| {
-            let start = Instant::now();
-            for _ in 0..iters {
-                for &x in black_box(&d) {
-                    value += x;
+                for &latency in black_box(&d) {
+                    due += PERIOD;
                     time += 1000;
-                    t.add_kernel(KernelRecord::Sample {
-                        time_ns: time - 1,
-                        cpu: 0,
-                        value: value - 1,
-                    });
-                    black_box(t.add_signal(SignalRecord {
-                        value,
-                        time_ns: time,
-                        cpu: (time & 1) as u32,
-                        si_code: 1,
-                        delivery: Delivery::Overflow,
-                    }));
+                    let stops_at = due - PERIOD / 4;
+                    for o in [
+                        Observation::Stop {
+                            time_ns: time - 3,
+                            cpu: 0,
+                            count: Some(stops_at),
+                        },
+                        Observation::Sample {
+                            time_ns: time - 1,
+                            cpu: 0,
+                            count: due + latency,
+                        },
+                        Observation::Signal {
+                            time_ns: time,
+                            cpu: (time & 1) as u32,
+                            value: due + latency + 10,
+                            si_code: 1,
+                            delivery: Delivery::Overflow,
+                        },
+                    ] {
+                        j.observe(&o, &mut windows, &mut anomalies);
+                    }
+                    windows.clear();
+                    anomalies.clear();
                 }
             }
             let e = start.elapsed();
@@ -148,17 +130,7 @@ fn classifier(c: &mut Criterion) {
     println!(
         "{}",
         ratio_line(
-            "classify_delta + judge",
-            "deltas/s",
-            pure.per_second(),
-            floor.per_second(),
-            "ratio to reading the deltas"
-        )
-    );
-    println!(
-        "{}",
-        ratio_line(
-            "timeline (sample + signal)",
+            "judge (stop + sample + signal)",
             "overflows/s",
             whole.per_second(),
             floor.per_second(),
@@ -168,7 +140,7 @@ fn classifier(c: &mut Criterion) {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     if let Some(max) = pmustress::run::read_max_sample_rate() {
         println!(
-            "headroom: the timeline judges {:.0} overflows/s on one thread = {:.1}x the kernel's ceiling here ({max}/s per CPU x {cpus} CPUs)",
+            "headroom: the judge takes {:.0} overflows/s on one thread = {:.1}x the kernel's ceiling here ({max}/s per CPU x {cpus} CPUs)",
             whole.per_second(),
             whole.per_second() / (max as f64 * cpus)
         );

@@ -246,7 +246,7 @@ mod diag {
     }
 
     impl run::Observer for Watch {
-        fn anomaly(&mut self, _: &pmustress::timeline::Anomaly) {}
+        fn anomaly(&mut self, _: &pmustress::judge::Anomaly) {}
         fn progress(&mut self, p: &run::Progress) {
             if self.idle && !self.switched {
                 self.switched = true;

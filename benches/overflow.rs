@@ -35,18 +35,17 @@ use criterion::{Criterion, Throughput};
 use perf_event_open_sys::bindings as sys;
 
 use common::{machine_line, median, spin_until};
-use pmustress::classify::AnomalyKind;
 use pmustress::config::RunConfig;
 use pmustress::event::Platform;
+use pmustress::judge::AnomalyKind;
 use pmustress::kernel::{self, EventAttr, PerfEvent};
 use pmustress::run;
 use pmustress::signal::{self, Slot};
 
 /// Kinds a software clock produces on its own (shared/software-events.md).
-const SOFTWARE_KINDS: [AnomalyKind; 4] = [
+const SOFTWARE_KINDS: [AnomalyKind; 3] = [
     AnomalyKind::SoftwareTimerSkip,
-    AnomalyKind::Late,
-    AnomalyKind::Early,
+    AnomalyKind::LateSignal,
     AnomalyKind::CoalescedSignal,
 ];
 
@@ -58,6 +57,7 @@ fn task_clock(period: u64) -> EventAttr {
         // pmustress's default (no --include-kernel).
         exclude_kernel: true,
         sample_records: false,
+        context_switch: false,
     }
 }
 
@@ -275,7 +275,7 @@ fn bare_leg(cpu: usize, period: u64, secs: Duration) -> Leg {
 
 struct Quiet;
 impl run::Observer for Quiet {
-    fn anomaly(&mut self, _: &pmustress::timeline::Anomaly) {}
+    fn anomaly(&mut self, _: &pmustress::judge::Anomaly) {}
     fn progress(&mut self, _: &run::Progress) {}
 }
 
@@ -313,21 +313,22 @@ fn run_leg(cpu: usize, period: u64, secs: Duration) -> Leg {
     let controller_ns = common::thread_cpu_ns() - c0;
     let w = &rec.workers[0];
     let (mut false_anomalies, mut software) = (0, 0);
-    for &(kind, n) in &w.totals.anomalies {
+    let v = &w.verdict;
+    for (&kind, &n) in &v.anomalies {
         if SOFTWARE_KINDS.contains(&kind) {
             software += n;
         } else {
             false_anomalies += n;
         }
     }
-    false_anomalies += w.totals.wrong_thread
-        + w.totals.read_failures
-        + w.totals.lost_records
+    false_anomalies += v.deliveries.wrong_thread
+        + v.deliveries.read_failures
+        + v.interrupts.lost_records
         + w.signal_ring_overflows
         + rec.stray_signals.0
         + rec.stray_signals.1;
     Leg {
-        signals: w.totals.signals,
+        signals: v.deliveries.signals,
         wall_ns: rec.elapsed_ns,
         count_ns: w.final_count.unwrap_or(0),
         controller_ns,

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::event::EventSpec;
 use crate::evidence::Format;
-use crate::timeline::Mode;
+use crate::judge::Mode;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,6 +38,9 @@ pub enum Command {
     /// Draw the histogram of delta/period and the anomalies over time (SVG
     /// or PNG).
     Plot(PlotArgs),
+    /// Judge a recorded stream again: a results directory against its own
+    /// run.json, or a bare raw.csv(.gz) with the settings given.
+    Replay(ReplayArgs),
     /// Print a shell completion script (e.g. `pmustress completions bash >
     /// ~/.local/share/bash-completion/completions/pmustress`).
     Completions {
@@ -90,6 +93,45 @@ pub struct CompareArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A results directory (its raw.csv.gz, judged with its run.json's
+    /// settings), or a stream file (raw.csv.gz or raw.csv: give --period).
+    #[arg(value_name = "DIR|FILE")]
+    pub path: PathBuf,
+
+    /// A bare stream's overflow period.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
+    pub period: Option<u64>,
+
+    /// A bare stream's signal skid. [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
+    pub skid: Option<u64>,
+
+    /// A bare stream's interrupt skid. [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
+    pub interrupt_skid: Option<u64>,
+
+    /// A bare stream's re-arm mode.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+
+    /// A bare stream of a software clock.
+    #[arg(long)]
+    pub software: bool,
+
+    /// A bare stream that counted kernel mode.
+    #[arg(long)]
+    pub include_kernel: bool,
+
+    /// Discard every Nth interrupt, as the run's self-test did.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
+    pub inject_drop_every: Option<u64>,
+
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
 pub struct EnvArgs {
     /// Print JSON instead of text.
     #[arg(long)]
@@ -113,6 +155,23 @@ pub enum MigrateMode {
     RoundRobin,
     /// Move each worker to a random other CPU of the set.
     Random,
+}
+
+/// How event stops (context switches) are witnessed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchWitness {
+    /// counts for a hardware event, falling back to times where the kernel
+    /// forbids counts; none for a software clock (its judge needs no stops).
+    Auto,
+    /// A context-switch event in the overflow event's group samples the
+    /// event's count at every switch-out: drops are then judged exactly
+    /// (needs perf_event_paranoid <= 1 or CAP_PERFMON).
+    Counts,
+    /// PERF_RECORD_SWITCH: the time of every switch-out, not the count.
+    Times,
+    /// No witness: a gap across an unwitnessed stop may be ambiguous.
+    None,
 }
 
 #[derive(Debug, Args)]
@@ -182,6 +241,11 @@ pub struct RunArgs {
     /// Count kernel mode too (needs perf_event_paranoid <= 1 or CAP_PERFMON).
     #[arg(long)]
     pub include_kernel: bool,
+
+    /// How event stops (context switches, where a pending overflow is lost)
+    /// are witnessed in the kernel's ring.
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = SwitchWitness::Auto)]
+    pub switch_witness: SwitchWitness,
 
     /// free: one fixed period, deltas of read() values; reset: rr-style
     /// RESET + PERIOD after every signal.

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::cli::{MigrateMode, RunArgs};
 use crate::event::{self, Platform, ResolvedEvent};
-use crate::timeline::Mode;
+use crate::judge::Mode;
 
 /// Software clocks below this period livelock the worker on a 2-CPU VM and
 /// fill the per-user signal queue (shared/software-events.md: 10 us).
@@ -128,6 +128,8 @@ pub struct RunConfig {
     /// Bisect mode: the plan, when asked for.
     pub bisect: Option<Bisect>,
     pub include_kernel: bool,
+    /// What the run asked for; each worker records what it got.
+    pub switch_witness: crate::cli::SwitchWitness,
     pub mode: Mode,
     pub inject_drop_every: Option<u64>,
     pub watchdog_ns: u64,
@@ -144,6 +146,17 @@ pub fn format_cpus(cpus: &[usize]) -> String {
 }
 
 impl RunConfig {
+    /// What the judge needs to know of this run (recorded in run.json, so
+    /// `pmustress replay` judges its stream the same way).
+    pub fn judge_config(&self) -> crate::judge::JudgeConfig {
+        crate::judge::JudgeConfig {
+            software: self.event.software,
+            include_kernel: self.include_kernel,
+            inject_drop_every: self.inject_drop_every.unwrap_or(0),
+            ..crate::judge::JudgeConfig::new(self.period, self.skid, self.interrupt_skid, self.mode)
+        }
+    }
+
     /// `allowed` is the set of CPUs this process may use.
     pub fn from_args(
         args: &RunArgs,
@@ -248,6 +261,7 @@ impl RunConfig {
             stop_after_anomalies: args.stop_after_anomalies,
             bisect,
             include_kernel: args.include_kernel,
+            switch_witness: args.switch_witness,
             mode: args.mode,
             inject_drop_every: args.inject_drop_every,
             watchdog_ns: args.watchdog.as_nanos() as u64,

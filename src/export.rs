@@ -4,7 +4,10 @@ The results directory, written as the run goes.
 - `run.json` is written first with verdict `incomplete` (so even a SIGKILLed
   run leaves a parseable directory) and replaced at the end, each time by
   atomic rename.
-- `anomalies.csv`: one row per anomalous window, flushed every second.
+- `raw.csv.gz`: every observation the judge saw, one per line
+  (`judge::stream`), as one gzip member per second: a killed run leaves
+  every whole second readable (`zcat`, `pmustress replay`).
+- `anomalies.csv`: one row per anomaly, flushed every second.
 - `hist-worker<N>.hlog`: HdrHistogram interval logs (V2 deflate), one
   interval per second per worker: mergeable across runs and machines.
 - `deltas.hgrm`: the percentile distribution of all deltas at the end.
@@ -25,8 +28,12 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use serde::Serialize;
 
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
 use crate::config::RunConfig;
-use crate::timeline::{Anomaly, ClosedWindow};
+use crate::judge::stream::{self, Row};
+use crate::judge::{Anomaly, ClosedWindow, Observation};
 
 const FLUSH_EVERY_NS: u64 = 1_000_000_000;
 
@@ -87,6 +94,8 @@ struct Incomplete<'a> {
     note: &'static str,
     argv: &'a [String],
     config: &'a RunConfig,
+    /// How to judge raw.csv.gz again, should the run never finish.
+    judge: crate::judge::JudgeConfig,
     started_unix_s: u64,
 }
 
@@ -98,8 +107,34 @@ struct HistogramLog {
     header_written: bool,
 }
 
+/// `raw.csv.gz`: the observation stream, one gzip member per flush.
+struct RawStream {
+    file: BufWriter<File>,
+    /// The lines since the last flush.
+    pending: String,
+}
+
+impl RawStream {
+    fn push(&mut self, row: &Row) {
+        use std::fmt::Write as _;
+        let _ = writeln!(self.pending, "{row}");
+    }
+
+    /// Compresses what is pending as one whole gzip member and writes it.
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+            gz.write_all(self.pending.as_bytes())?;
+            self.file.write_all(&gz.finish()?)?;
+            self.pending.clear();
+        }
+        self.file.flush()
+    }
+}
+
 pub struct ResultsDir {
     dir: PathBuf,
+    stream: RawStream,
     anomalies: csv::Writer<BufWriter<File>>,
     raw: Option<csv::Writer<BufWriter<File>>>,
     hlogs: Vec<HistogramLog>,
@@ -142,6 +177,7 @@ impl ResultsDir {
                 note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
                 argv,
                 config: cfg,
+                judge: cfg.judge_config(),
                 started_unix_s: started
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
@@ -150,6 +186,12 @@ impl ResultsDir {
         // Headers are written by hand so that a run without rows still has them.
         let csv_writer = |f| csv::WriterBuilder::new().has_headers(false).from_writer(f);
         let anomalies = csv_writer(create(&dir.join("anomalies.csv"))?);
+        let mut stream = RawStream {
+            file: create(&dir.join("raw.csv.gz"))?,
+            pending: String::new(),
+        };
+        stream.pending.push_str(stream::HEADER);
+        stream.pending.push('\n');
         let raw = if raw {
             Some(csv_writer(create(&dir.join("deltas.csv"))?))
         } else {
@@ -168,6 +210,7 @@ impl ResultsDir {
         }
         let mut out = ResultsDir {
             dir: dir.to_path_buf(),
+            stream,
             anomalies,
             raw,
             hlogs,
@@ -199,6 +242,13 @@ impl ResultsDir {
 
     pub fn failure(&self) -> Option<String> {
         self.failed.clone()
+    }
+
+    pub fn record_observation(&mut self, worker: usize, observation: &Observation) {
+        self.stream.push(&Row {
+            worker,
+            observation: *observation,
+        });
     }
 
     pub fn record_window(&mut self, w: &ClosedWindow) {
@@ -276,6 +326,7 @@ impl ResultsDir {
     }
 
     fn flush_files(&mut self) -> Result<()> {
+        self.stream.flush().context("writing raw.csv.gz")?;
         self.anomalies.flush().context("writing anomalies.csv")?;
         if let Some(raw) = &mut self.raw {
             raw.flush().context("writing deltas.csv")?;

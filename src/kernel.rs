@@ -51,15 +51,49 @@ pub struct EventAttr {
     /// Overflow period in events; 0 opens a plain counter with no overflow.
     pub sample_period: u64,
     pub exclude_kernel: bool,
-    /// Ask for TID|TIME|CPU|READ sample records (the kernel's own witness).
+    /// Ask for IDENTIFIER|TID|TIME|CPU|READ sample records (the kernel's
+    /// own witness).
     pub sample_records: bool,
+    /// Ask for PERF_RECORD_SWITCH (when no switch witness can be opened).
+    pub context_switch: bool,
 }
 
 /// Sample layout we request; `sample` parses exactly this.
-pub const SAMPLE_TYPE: u64 = (sys::bindings::PERF_SAMPLE_TID
+pub const SAMPLE_TYPE: u64 = (sys::bindings::PERF_SAMPLE_IDENTIFIER
+    | sys::bindings::PERF_SAMPLE_TID
     | sys::bindings::PERF_SAMPLE_TIME
     | sys::bindings::PERF_SAMPLE_CPU
     | sys::bindings::PERF_SAMPLE_READ) as u64;
+
+/// Sets what every event of ours shares: sample layout, sample_id on other
+/// records, and sample times on the clock the signal handler reads, so
+/// records and signals can be merged in time order.
+fn set_sample_layout(attr: &mut perf_event_attr) {
+    attr.sample_type = SAMPLE_TYPE;
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+}
+
+/// perf_event_open(2) with no group leader or with `group`.
+fn open(attr: &mut perf_event_attr, group: RawFd) -> io::Result<OwnedFd> {
+    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
+    // SAFETY: attr is a fully initialised perf_event_attr whose size field
+    // is ours; pid 0 / cpu -1 / CLOEXEC is a plain self-counter, `group` is
+    // -1 or an event fd we own.
+    let fd = unsafe {
+        sys::perf_event_open(
+            attr,
+            0,
+            -1,
+            group,
+            sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    cvt(fd as libc::c_long)?;
+    // SAFETY: perf_event_open returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
 
 /// One perf event counting the calling thread on whatever CPU it runs.
 #[derive(Debug)]
@@ -72,7 +106,6 @@ impl PerfEvent {
     pub fn open_on_self(spec: &EventAttr) -> io::Result<PerfEvent> {
         let mut attr = perf_event_attr {
             type_: spec.type_,
-            size: std::mem::size_of::<perf_event_attr>() as u32,
             config: spec.config,
             ..Default::default()
         };
@@ -88,30 +121,48 @@ impl PerfEvent {
             attr.__bindgen_anon_2.wakeup_events = 1;
         }
         if spec.sample_records {
-            attr.sample_type = SAMPLE_TYPE;
-            // THROTTLE and LOST records carry TID/TIME/CPU too.
-            attr.set_sample_id_all(1);
-            // Sample times on the clock the signal handler reads, so a sample
-            // can be placed between two signals.
-            attr.set_use_clockid(1);
-            attr.clockid = libc::CLOCK_MONOTONIC;
+            set_sample_layout(&mut attr);
         }
-        // SAFETY: attr is a fully initialised perf_event_attr whose size field
-        // is ours; pid 0 / cpu -1 / no group / CLOEXEC is a plain self-counter.
-        let fd = unsafe {
-            sys::perf_event_open(
-                &mut attr,
-                0,
-                -1,
-                -1,
-                sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-            )
-        };
-        cvt(fd as libc::c_long)?;
-        // SAFETY: perf_event_open returned a new descriptor that nobody else owns.
+        attr.set_context_switch(spec.context_switch as u64);
         Ok(PerfEvent {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: open(&mut attr, -1)?,
         })
+    }
+
+    /// Opens the switch witness in `leader`'s group and sends its records
+    /// into `leader`'s ring: a software event that samples every switch-out
+    /// of the thread, before the scheduler stops the group, with the
+    /// group's counts (the leader's first). It must count kernel mode (the
+    /// scheduler is), which perf_event_paranoid > 1 forbids without
+    /// CAP_PERFMON: then this fails with EACCES.
+    pub fn open_switch_witness(leader: &PerfEvent) -> io::Result<PerfEvent> {
+        let mut attr = perf_event_attr {
+            type_: sys::bindings::PERF_TYPE_SOFTWARE,
+            config: sys::bindings::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
+            read_format: sys::bindings::PERF_FORMAT_GROUP as u64,
+            ..Default::default()
+        };
+        attr.__bindgen_anon_1.sample_period = 1;
+        attr.set_exclude_hv(1);
+        set_sample_layout(&mut attr);
+        // No wakeups of its own: only the overflow event's signals count.
+        attr.__bindgen_anon_2.wakeup_events = 0;
+        let witness = PerfEvent {
+            fd: open(&mut attr, leader.raw_fd())
+                .map_err(|e| io::Error::new(e.kind(), format!("perf_event_open: {e}")))?,
+        };
+        // SAFETY: SET_OUTPUT takes the target fd as an int.
+        cvt(unsafe { sys::ioctls::SET_OUTPUT(witness.raw_fd(), leader.raw_fd()) } as libc::c_long)
+            .map_err(|e| io::Error::new(e.kind(), format!("PERF_EVENT_IOC_SET_OUTPUT: {e}")))?;
+        Ok(witness)
+    }
+
+    /// The kernel's id of this event, as PERF_SAMPLE_IDENTIFIER reports it.
+    pub fn id(&self) -> io::Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: ID writes one u64 through a pointer that lives across the call.
+        cvt(unsafe { sys::ioctls::ID(self.raw_fd(), &mut id) } as libc::c_long)?;
+        Ok(id)
     }
 
     pub fn raw_fd(&self) -> RawFd {

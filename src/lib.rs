@@ -2,14 +2,14 @@
 pmustress's engine as a library, so the binary, the benches and the fuzz
 targets share one implementation. Data flows one way:
 
-config -> run (worker, migrator, signal, kernel) -> timeline (classify,
-sample) -> results -> report; fingerprint and cpu describe the machine.
+config -> run (worker, migrator, signal, kernel, sample) -> the observation
+stream -> judge (interrupts, deliveries) -> results -> report; fingerprint
+and cpu describe the machine.
 
 Only `kernel` and `signal` (and the fingerprint's one syslog call) contain
 `unsafe`: they are the modules that talk to the kernel.
 */
 
-pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod cpu;
@@ -17,10 +17,12 @@ pub mod event;
 pub mod evidence;
 pub mod export;
 pub mod fingerprint;
+pub mod judge;
 pub mod kernel;
 pub mod manual;
 pub mod migrator;
 pub mod plot;
+pub mod replay;
 pub mod report;
 pub mod results;
 pub mod ring;
@@ -29,5 +31,4 @@ pub mod sample;
 pub mod signal;
 pub mod sigqueue;
 pub mod stats;
-pub mod timeline;
 pub mod worker;

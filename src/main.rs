@@ -2,8 +2,8 @@
 pmustress: a PMU-interrupt reliability stress tester.
 
 This file only wires the command line to the modules:
-config -> run (workers, migrator, signal handlers) -> timeline/classify ->
-results -> report. Exit statuses follow `git bisect run`: 0 good, 1 bad
+config -> run (workers, migrator, signal handlers) -> the observation
+stream -> judge -> results -> report; `replay` judges a recorded stream. Exit statuses follow `git bisect run`: 0 good, 1 bad
 (dropped interrupts), 2 usage, 125 cannot test here.
 */
 
@@ -14,15 +14,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
-use pmustress::cli::{Cli, Command, CompareArgs, EnvArgs, PlotArgs, ReportArgs, RunArgs};
+use pmustress::cli::{
+    Cli, Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs,
+};
 use pmustress::config::{ConfigError, RunConfig};
 use pmustress::evidence::{self, Format, LoadedRun};
 use pmustress::export::ResultsDir;
 use pmustress::fingerprint::Fingerprint;
+use pmustress::judge::{Anomaly, ClosedWindow, Observation};
 use pmustress::results::{
     EXIT_CANNOT_TEST, EXIT_DROPPED, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults,
 };
-use pmustress::timeline::{Anomaly, ClosedWindow};
 use pmustress::{event, kernel, report, run};
 
 /// Prints to stdout, ignoring a closed pipe (`pmustress run | head`): a
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report_command(&args),
         Command::Compare(args) => compare_command(&args),
         Command::Plot(args) => plot_command(&args),
+        Command::Replay(args) => replay_command(&args),
         Command::Completions { shell } => {
             pmustress::manual::completions(shell, &mut std::io::stdout().lock());
             0
@@ -60,6 +63,92 @@ fn main() -> ExitCode {
         Command::Man => man_command(),
     };
     ExitCode::from(status as u8)
+}
+
+/// `pmustress replay`: the judgement of a recorded stream, again.
+fn replay_command(args: &ReplayArgs) -> i32 {
+    use pmustress::judge::{JudgeConfig, Mode};
+    use pmustress::replay;
+    if args.path.is_dir() {
+        let r = match replay::replay_dir(&args.path) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: replay {}: {e:#}", args.path.display());
+                return EXIT_CANNOT_TEST;
+            }
+        };
+        if args.format == Format::Json {
+            let json = serde_json::json!({
+                "replayed": r.replayed,
+                "truncated": r.truncated,
+                "differences": r.differences,
+                "run_verdict": r.run_verdict,
+                "verdict": r.verdict,
+                "exit_status": r.exit_status,
+            });
+            say!(
+                "{}",
+                serde_json::to_string_pretty(&json).unwrap_or_default()
+            );
+        } else {
+            say!("{}", replay::summary(&r.replayed).trim_end());
+            if let Some(t) = &r.truncated {
+                say!("note: the stream ends early ({t}): judged up to there");
+            }
+            if r.differences.is_empty() {
+                say!(
+                    "replay: the same totals as run.json (run verdict {}, exit {})",
+                    r.run_verdict,
+                    r.run_exit_status.map_or("-".to_string(), |s| s.to_string())
+                );
+            }
+            for (field, run, replayed) in &r.differences {
+                say!("replay differs: {field}: run.json {run}, replay {replayed}");
+            }
+            say!("verdict: {} (exit {})", r.verdict, r.exit_status);
+        }
+        return if r.differences.is_empty() {
+            r.exit_status
+        } else {
+            EXIT_CANNOT_TEST
+        };
+    }
+    let Some(period) = args.period else {
+        eprintln!(
+            "error: --period: replaying a bare stream ({}) needs its period, e.g. --period 100000 (or give a results directory)",
+            args.path.display()
+        );
+        return EXIT_USAGE;
+    };
+    let cfg = JudgeConfig {
+        software: args.software,
+        include_kernel: args.include_kernel,
+        inject_drop_every: args.inject_drop_every.unwrap_or(0),
+        ..JudgeConfig::new(
+            period,
+            args.skid.unwrap_or(0),
+            args.interrupt_skid.unwrap_or(0),
+            args.mode.unwrap_or(Mode::Free),
+        )
+    };
+    let stream = match replay::read_stream(&args.path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: replay {}: {e:#}", args.path.display());
+            return EXIT_CANNOT_TEST;
+        }
+    };
+    let r = replay::judge(&stream.rows, cfg);
+    if args.format == Format::Json {
+        say!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+    } else {
+        say!("{}", replay::summary(&r).trim_end());
+        if let Some(t) = &stream.truncated {
+            say!("note: the stream ends early ({t}): judged up to there");
+        }
+        say!("verdict: {} (exit {})", r.verdict, r.exit_status);
+    }
+    r.exit_status
 }
 
 fn env_command(args: &EnvArgs) -> i32 {
@@ -181,6 +270,10 @@ struct Collect {
 }
 
 impl run::Observer for Collect {
+    fn observation(&mut self, worker: usize, o: &Observation) {
+        self.files.record_observation(worker, o);
+    }
+
     fn window(&mut self, w: &ClosedWindow) {
         self.files.record_window(w);
     }

@@ -100,7 +100,7 @@ pub fn run(
             shared.moves_requested.fetch_add(1, Ordering::Relaxed);
             match kernel::move_thread(shared.tid.load(Ordering::Relaxed), cpu) {
                 Ok(()) => {
-                    shared.moves.push([kernel::monotonic_ns()]);
+                    shared.moves.push([kernel::monotonic_ns(), cpu as u64]);
                 }
                 Err(_) => {
                     shared.moves_failed.fetch_add(1, Ordering::Relaxed);

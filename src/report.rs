@@ -8,61 +8,62 @@ use std::io::Write;
 
 use clap::ValueEnum;
 
-use crate::classify::AnomalyKind;
 use crate::config::{RunConfig, format_cpus};
+use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals};
 use crate::results::{Counts, RunResults, Verdict};
 use crate::run::{Observer, Progress};
-use crate::timeline::Anomaly;
 
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// `worker 1 signal #2650640: delta 20001 outside 10000 +/- 1000 (1 dropped
-/// interrupt), cpu 3 -> 7, 14 us after migration`
+/// `worker 1: dropped interrupt: interrupts 20003 apart (2.00 periods of
+/// 10000), cpu 3 -> 7, 14 us after migration, after signal #2650640`
 pub fn anomaly_line(a: &Anomaly) -> String {
-    let what = match a.kind {
-        AnomalyKind::DroppedInterrupt => {
-            let mut s = plural(a.dropped, "dropped interrupt", "dropped interrupts");
-            if a.missed > a.dropped {
-                let _ = write!(s, " + {} coalesced", a.missed - a.dropped);
+    let periods = |n: u64| n as f64 / a.period.max(1) as f64;
+    let mut line = format!("worker {}: {}", a.worker, a.kind.name().replace('-', " "));
+    match a.kind {
+        AnomalyKind::DroppedInterrupt
+        | AnomalyKind::Ambiguous
+        | AnomalyKind::LateInterrupt
+        | AnomalyKind::SoftwareTimerSkip
+        | AnomalyKind::Unexplained => {
+            if a.missed > 1 {
+                let _ = write!(line, " x{}", a.missed);
             }
             if a.injected > 0 {
-                s.push_str(", injected");
+                line.push_str(" (injected)");
             }
-            s
+            if let Some(gap) = a.interrupt_gap {
+                let _ = write!(
+                    line,
+                    ": interrupts {gap} apart ({:.2} periods of {})",
+                    periods(gap),
+                    a.period
+                );
+            }
         }
-        AnomalyKind::Late | AnomalyKind::Early => a.kind.to_string(),
-        kind => format!(
-            "{}: {kind}",
-            plural(a.missed, "missed overflow", "missed overflows")
-        ),
-    };
-    // Counted windows are judged on their interrupts: the delta between
-    // the two reads may be fine while the signal itself was late.
-    let side = if a.delta.abs_diff(a.period) <= a.skid {
-        "within"
-    } else {
-        "outside"
-    };
-    let mut line = format!(
-        "worker {} signal #{}: delta {} {side} {} +/- {} ({what})",
-        a.worker, a.signal_seq, a.delta, a.period, a.skid
-    );
+        AnomalyKind::LateSignal => {
+            let _ = write!(
+                line,
+                ": read {} past its interrupt ({:.2} periods of {})",
+                a.delta,
+                periods(a.delta),
+                a.period
+            );
+        }
+        _ => {}
+    }
     match a.cpu_before {
         Some(b) => {
             let _ = write!(line, ", cpu {b} -> {}", a.cpu_after);
         }
-        None => {
+        None if a.cpu_after != u32::MAX => {
             let _ = write!(line, ", cpu {}", a.cpu_after);
         }
+        None => {}
     }
     if let Some(ns) = a.since_migration_ns {
         let _ = write!(line, ", {} us after migration", ns / 1000);
     }
-    let _ = write!(line, ", {} kernel samples in window", a.kernel_samples);
-    if let Some(gap) = a.interrupt_gap {
-        let _ = write!(line, ", largest gap between interrupts {gap}");
+    if a.signal_seq > 0 {
+        let _ = write!(line, ", after signal #{}", a.signal_seq);
     }
     line
 }
@@ -158,12 +159,12 @@ fn counts_row(label: &str, c: &Counts) -> String {
     let d = &c.deltas;
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
     format!(
-        "{label:<8} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10}  {}/{}/{}/{}",
+        "{label:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}  {}/{}/{}/{}",
         c.signals,
         c.kernel_samples,
-        c.implied_overflows,
         c.dropped_interrupts,
-        c.anomalies.values().sum::<u64>(),
+        c.ambiguous,
+        c.interrupts.rebased_in_handler,
         c.migrations_requested,
         c.migrations_kernel.map_or(c.cpu_changes, |k| k),
         opt(d.min),
@@ -173,13 +174,54 @@ fn counts_row(label: &str, c: &Counts) -> String {
     )
 }
 
+/// The accounting of every overflow and every delivery, as the run and a
+/// replay print it; `implied` ends the first line.
+pub fn accounting(i: &InterruptTotals, d: &DeliveryTotals, implied: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "interrupts: {} overflows = {} interrupts ({} on time, {} late, {} a period or more late, {} unexplained) + {} dropped ({} injected, {} at the final stop) + {} ambiguous + {} in ring gaps{implied}",
+        i.overflows,
+        i.samples,
+        i.on_time,
+        i.late,
+        i.rebased_in_handler,
+        i.unexplained,
+        i.dropped,
+        i.injected,
+        i.dropped_at_final_stop,
+        i.ambiguous,
+        i.record_lost,
+    );
+    let _ = writeln!(
+        s,
+        "stops witnessed: {} ({} without their count); throttled {} times",
+        i.stops, i.stops_without_count, i.throttled
+    );
+    let _ = writeln!(
+        s,
+        "deliveries: {} signals ({} on time, {} late, {} a period or more late, {} without a sample record), {} coalesced, {} SIGIO, {} unmatched, {} in flight at stop, {} watermark wakeups",
+        d.signals,
+        d.on_time,
+        d.late,
+        d.late_by_a_period,
+        d.unrecorded,
+        d.coalesced,
+        d.sigio,
+        d.unmatched,
+        d.in_flight,
+        d.watermark_wakeups,
+    );
+    s
+}
+
 /// The end-of-run summary.
 pub fn summary(r: &RunResults) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<8} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10}  delta min/median/p99/max",
-        "", "signals", "samples", "implied", "dropped", "anomal.", "moves", "migrated"
+        "{:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}  delta min/median/p99/max",
+        "", "signals", "samples", "dropped", "ambig.", "late>=P", "moves", "migrated"
     );
     for w in &r.workers {
         let _ = writeln!(
@@ -193,28 +235,30 @@ pub fn summary(r: &RunResults) -> String {
     }
     let _ = writeln!(s, "{}", counts_row("total", &r.totals));
     let t = &r.totals;
+    let i = &t.interrupts;
+    let d = &t.deliveries;
     if !t.anomalies.is_empty() {
         let _ = writeln!(s, "anomalies by kind:");
         for (kind, n) in &t.anomalies {
-            let missed = t.missed_overflows.get(kind).copied().unwrap_or(0);
-            let _ = writeln!(
-                s,
-                "  {kind:<22} {n:>8} windows, {missed:>8} missed overflows: {}",
-                kind.advice()
-            );
+            let _ = writeln!(s, "  {kind:<22} {n:>8}: {}", kind.advice());
         }
     }
-    let _ = writeln!(
-        s,
-        "accounting: {} implied by final counts = {} accounted by windows + {} in flight at stop ({} unaccounted); {} signals, {} kernel samples, {} injected",
-        t.implied_overflows,
-        t.accounted_overflows,
-        t.tail_samples + t.overflows_at_stop,
-        t.unaccounted_overflows,
-        t.signals,
-        t.kernel_samples,
-        t.injected
-    );
+    let implied = match t.implied_overflows {
+        Some(n) if n == t.accounted_overflows => {
+            format!("; the final counts imply {n}, as they should")
+        }
+        Some(n) => format!("; the final counts imply {n}: MISMATCH"),
+        None => String::new(),
+    };
+    s.push_str(&accounting(i, d, &implied));
+    let l = &t.interrupt_latency;
+    if let (Some(p50), Some(p99), Some(p999), Some(max)) = (l.p50, l.p99, l.p999, l.max) {
+        let _ = writeln!(
+            s,
+            "interrupt latency (periods past the due point): p50 {p50:.4}, p99 {p99:.4}, p99.9 {p999:.4}, max {max:.4} over {} interrupts",
+            l.count
+        );
+    }
     if let Some(rate) = &t.dropped_rate
         && let (Some(pm), Some(lo), Some(hi)) = (
             rate.per_million,
@@ -245,8 +289,13 @@ pub fn summary(r: &RunResults) -> String {
     let verdict = match r.verdict {
         Verdict::Clean => "clean: no dropped interrupt".to_string(),
         Verdict::Dropped => format!(
-            "DROPPED: {} overflow interrupts never happened{}",
+            "DROPPED: {} {} never happened{}",
             t.dropped_interrupts,
+            if t.dropped_interrupts == 1 {
+                "overflow interrupt"
+            } else {
+                "overflow interrupts"
+            },
             if r.injected {
                 " (injected self-test)"
             } else {
@@ -269,7 +318,7 @@ mod tests {
             worker: 1,
             signal_seq: 2650640,
             time_ns: 0,
-            delta: 20001,
+            delta: 20003,
             period: 10000,
             skid: 1000,
             kind,
@@ -288,26 +337,28 @@ mod tests {
     fn dropped_line_reads_like_a_maintainers_report() {
         assert_eq!(
             anomaly_line(&anomaly(AnomalyKind::DroppedInterrupt)),
-            "worker 1 signal #2650640: delta 20001 outside 10000 +/- 1000 (1 dropped interrupt), cpu 3 -> 7, 14 us after migration, 1 kernel samples in window, largest gap between interrupts 20003"
+            "worker 1: dropped interrupt: interrupts 20003 apart (2.00 periods of 10000), cpu 3 -> 7, 14 us after migration, after signal #2650640"
         );
     }
 
     #[test]
     fn other_kinds_say_what_they_are() {
         let mut a = anomaly(AnomalyKind::CoalescedSignal);
-        a.kernel_samples = 2;
         a.since_migration_ns = None;
         a.cpu_before = None;
         a.interrupt_gap = None;
         assert_eq!(
             anomaly_line(&a),
-            "worker 1 signal #2650640: delta 20001 outside 10000 +/- 1000 (1 missed overflow: coalesced-signal), cpu 7, 2 kernel samples in window"
+            "worker 1: coalesced signal, cpu 7, after signal #2650640"
         );
         let mut a = anomaly(AnomalyKind::DroppedInterrupt);
         a.injected = 1;
-        assert!(anomaly_line(&a).contains("(1 dropped interrupt, injected)"));
-        a.delta = 10_500;
-        a.kind = AnomalyKind::Late;
-        assert!(anomaly_line(&a).contains("delta 10500 within 10000 +/- 1000 (late)"));
+        assert!(anomaly_line(&a).contains("dropped interrupt (injected): interrupts 20003 apart"));
+        a.kind = AnomalyKind::LateSignal;
+        a.delta = 15_000;
+        assert!(
+            anomaly_line(&a)
+                .contains("late signal: read 15000 past its interrupt (1.50 periods of 10000)")
+        );
     }
 }

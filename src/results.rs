@@ -1,10 +1,16 @@
 /*!
 Results: what a run measured, summed up and judged, as one serde structure.
 
-`RunResults::new` turns the raw `RunRecord` into per-worker and total counts,
-the delta distribution, the three-way overflow accounting (final count /
-period, kernel sample records, signals) and the verdict with its exit status.
-It is written to `run.json` (atomically) and rendered by `report`.
+`RunResults::new` turns the raw `RunRecord` into per-worker and total counts
+(the interrupt judgement, the delivery judgement, and the final count as an
+independent check of the overflow accounting), the delta and interrupt
+latency distributions, and the verdict with its exit status. It is written to
+`run.json` (atomically) and rendered by `report`.
+
+The verdict rule: `dropped` when the judge found an overflow whose interrupt
+never happened under every explanation of the kernel's records; otherwise
+`inconclusive` when anything could not be judged (ambiguous overflows, a
+broken witness, our own failure); otherwise `clean`.
 */
 
 use std::collections::BTreeMap;
@@ -12,14 +18,14 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::classify::AnomalyKind;
+use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
 use crate::fingerprint::{Fingerprint, PseudoNmi};
+use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals, Mode};
 use crate::run::{RunRecord, StopReason, WorkerRecord};
 use crate::stats::Rate;
-use crate::timeline::{Anomaly, Mode};
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Exit statuses, for `git bisect run` among others.
 pub const EXIT_CLEAN: i32 = 0;
@@ -74,51 +80,78 @@ impl DeltaStats {
     }
 }
 
+/// Interrupt lateness: how far past its due point the interrupt was taken,
+/// as a fraction of the period.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LatencyStats {
+    pub count: u64,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub p999: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl LatencyStats {
+    pub fn of(h: &Histogram<u64>, period: u64) -> LatencyStats {
+        if h.is_empty() {
+            return LatencyStats::default();
+        }
+        let f = |v: u64| Some(v as f64 / period as f64);
+        LatencyStats {
+            count: h.len(),
+            p50: f(h.value_at_quantile(0.5)),
+            p99: f(h.value_at_quantile(0.99)),
+            p999: f(h.value_at_quantile(0.999)),
+            max: f(h.max()),
+        }
+    }
+}
+
 /// Counts for one worker or for the whole run.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Counts {
-    /// Overflow signals received.
+    /// Every overflow, judged from the kernel's records alone.
+    pub interrupts: InterruptTotals,
+    /// Every delivery, judged against the interrupts.
+    pub deliveries: DeliveryTotals,
+    /// Overflow signals received (= deliveries.signals).
     pub signals: u64,
-    /// Plain-SIGIO fallbacks (signal queue full).
+    /// Plain-SIGIO fallbacks (= deliveries.sigio).
     pub sigio: u64,
-    /// Kernel PERF_RECORD_SAMPLEs: interrupts the kernel handled.
+    /// Kernel PERF_RECORD_SAMPLEs: interrupts the kernel handled
+    /// (= interrupts.samples).
     pub kernel_samples: u64,
-    /// Final count / period: overflows that must have happened (free mode).
-    pub implied_overflows: u64,
-    /// Overflows accounted for by the judged windows.
+    /// Overflows accounted for (= interrupts.overflows).
     pub accounted_overflows: u64,
-    /// Kernel samples after the last signal: in flight at stop.
-    pub tail_samples: u64,
-    /// Hardware, free mode: overflows after the last interrupt, which the
-    /// final DISABLE left without one (at most 1 unless the end lost some).
-    pub overflows_at_stop: u64,
-    /// implied - accounted - tail - at stop: should be 0.
-    pub unaccounted_overflows: i64,
-    /// Hardware, free mode: interrupts a period or more late, after which
-    /// the driver re-based the period.
-    pub rebased_periods: u64,
-    pub throttle_records: u64,
-    pub unthrottle_records: u64,
-    pub lost_records: u64,
-    /// Windows judged ok.
-    pub ok_windows: u64,
-    /// Anomalous windows by kind.
-    pub anomalies: BTreeMap<AnomalyKind, u64>,
-    /// Overflows missed (k - 1 summed) by kind.
-    pub missed_overflows: BTreeMap<AnomalyKind, u64>,
+    /// Hardware, free mode, where the grid never moved and nothing is
+    /// ambiguous: final count / period, which must equal the accounted
+    /// overflows (an independent check of the judge's bookkeeping).
+    pub implied_overflows: Option<u64>,
+    /// Interrupts that never happened (= interrupts.dropped, injected ones
+    /// included).
     pub dropped_interrupts: u64,
     pub injected: u64,
+    /// Overflows dropped under one explanation and not under another.
+    pub ambiguous: u64,
+    /// How many interrupts a period or more late would land within the
+    /// interrupt skid of a grid point by chance (re-bases x (2 x
+    /// interrupt skid + 1) / period): the expected number of coincidences
+    /// among the ambiguous.
+    pub expected_coincidences: f64,
+    /// Anomalies by kind.
+    pub anomalies: BTreeMap<AnomalyKind, u64>,
     pub migrations_requested: u64,
     pub migrations_failed: u64,
     /// se.nr_migrations growth, when the kernel exposes it.
     pub migrations_kernel: Option<u64>,
     /// Consecutive signals seen on different CPUs.
     pub cpu_changes: u64,
-    pub wrong_thread_signals: u64,
-    pub read_failures: u64,
     pub signal_ring_overflows: u64,
     pub garbled_kernel_bytes: u64,
+    /// Observations that reached the judge after newer ones.
+    pub reordered_observations: u64,
     pub deltas: DeltaStats,
+    pub interrupt_latency: LatencyStats,
     /// Dropped interrupts per million overflows (accounted), with a 95%
     /// Clopper-Pearson interval.
     pub dropped_rate: Option<Rate>,
@@ -129,6 +162,8 @@ pub struct WorkerResult {
     pub worker: usize,
     pub final_count: Option<u64>,
     pub stalled: Option<String>,
+    /// How this worker's event stops were witnessed.
+    pub switch_witness: SwitchWitness,
     #[serde(flatten)]
     pub counts: Counts,
 }
@@ -146,6 +181,9 @@ pub struct RunResults {
     /// The exact command line.
     pub argv: Vec<String>,
     pub config: RunConfig,
+    /// How the stream was judged: `pmustress replay` judges raw.csv.gz
+    /// again with it.
+    pub judge: crate::judge::JudgeConfig,
     /// The pseudo-NMI verdict with its evidence (also inside `fingerprint`).
     pub pseudo_nmi: PseudoNmi,
     /// The machine, as `pmustress env --json` prints it.
@@ -172,96 +210,76 @@ pub struct RunResults {
     pub exit_status: i32,
 }
 
-fn counts_of(w: &WorkerRecord, period: u64, mode: Mode) -> Counts {
-    let t = &w.totals;
-    let final_overflows = w.final_count.map_or(0, |c| c / period);
-    let implied = match mode {
-        Mode::Free => final_overflows,
-        // The count restarts at every signal: only what is left after the
-        // last one adds to what the windows account for.
-        Mode::Reset => t.accounted_overflows + final_overflows,
-    };
-    // The samples' counts say which multiple of the period the last
-    // interrupt served; what the final count passed beyond it had none.
-    // Checking the rest against the windows' sum catches any gap counted
-    // wrong, and a period the driver re-based.
-    let at_stop = match (mode, t.last_sample_value, w.final_count) {
-        (Mode::Free, Some(last), Some(end)) => {
-            let g = t.grid_origin;
-            (end.saturating_sub(g) / period).saturating_sub(last.saturating_sub(g) / period)
-        }
-        _ => 0,
+fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
+    let v = &w.verdict;
+    let i = &v.interrupts;
+    let d = &v.deliveries;
+    let period = cfg.period;
+    // Due points sit at multiples of the period until the grid moves: then
+    // the final count says how many there were, independently of the judge.
+    let grid_kept = i.rebased_in_handler == 0
+        && i.rebased_at_restart == 0
+        && i.ambiguous == 0
+        && i.record_lost == 0
+        && i.unexplained == 0;
+    let implied = match (cfg.mode, cfg.event.software, grid_kept, w.final_count) {
+        (Mode::Free, false, true, Some(end)) => Some(end / period),
+        _ => None,
     };
     Counts {
-        signals: t.signals,
-        sigio: t.sigio,
-        kernel_samples: t.kernel_samples,
+        interrupts: i.clone(),
+        deliveries: d.clone(),
+        signals: d.signals,
+        sigio: d.sigio,
+        kernel_samples: i.samples,
+        accounted_overflows: i.overflows,
         implied_overflows: implied,
-        accounted_overflows: t.accounted_overflows,
-        tail_samples: t.tail_samples,
-        overflows_at_stop: at_stop,
-        rebased_periods: t.rebased,
-        unaccounted_overflows: implied as i64
-            - t.accounted_overflows as i64
-            - t.tail_samples as i64
-            - at_stop as i64,
-        throttle_records: t.throttle_records,
-        unthrottle_records: t.unthrottle_records,
-        lost_records: t.lost_records,
-        ok_windows: t.ok,
-        anomalies: t
-            .anomalies
-            .iter()
-            .copied()
-            .filter(|(_, n)| *n > 0)
-            .collect(),
-        missed_overflows: t
-            .missed_overflows
-            .iter()
-            .copied()
-            .filter(|(_, n)| *n > 0)
-            .collect(),
-        dropped_interrupts: t.dropped_interrupts,
-        injected: t.injected,
+        dropped_interrupts: i.dropped,
+        injected: i.injected,
+        ambiguous: i.ambiguous,
+        expected_coincidences: expected_coincidences(i, cfg),
+        anomalies: v.anomalies.clone(),
         migrations_requested: w.moves_requested,
         migrations_failed: w.moves_failed,
         migrations_kernel: w.kernel_migrations,
-        cpu_changes: t.cpu_changes,
-        wrong_thread_signals: t.wrong_thread,
-        read_failures: t.read_failures,
+        cpu_changes: v.cpu_changes,
         signal_ring_overflows: w.signal_ring_overflows,
         garbled_kernel_bytes: w.garbled_kernel_bytes as u64,
+        reordered_observations: w.reordered,
         deltas: DeltaStats::of(&w.histogram),
-        dropped_rate: Some(Rate::new(
-            t.dropped_interrupts,
-            t.accounted_overflows,
-            CONFIDENCE,
-        )),
+        interrupt_latency: LatencyStats::of(&w.latency, period),
+        dropped_rate: Some(Rate::new(i.dropped, i.overflows, CONFIDENCE)),
     }
 }
 
+fn expected_coincidences(i: &InterruptTotals, cfg: &RunConfig) -> f64 {
+    coincidences(i, cfg.interrupt_skid, cfg.period)
+}
+
+/// Interrupts a period or more late that land within the interrupt skid of
+/// a grid point by chance: the expected number among the ambiguous.
+pub fn coincidences(i: &InterruptTotals, interrupt_skid: u64, period: u64) -> f64 {
+    i.rebased_in_handler as f64 * (2 * interrupt_skid + 1) as f64 / period as f64
+}
+
 fn add(total: &mut Counts, c: &Counts) {
+    total.interrupts.add(&c.interrupts);
+    total.deliveries.add(&c.deliveries);
     total.signals += c.signals;
     total.sigio += c.sigio;
     total.kernel_samples += c.kernel_samples;
-    total.implied_overflows += c.implied_overflows;
     total.accounted_overflows += c.accounted_overflows;
-    total.tail_samples += c.tail_samples;
-    total.overflows_at_stop += c.overflows_at_stop;
-    total.rebased_periods += c.rebased_periods;
-    total.unaccounted_overflows += c.unaccounted_overflows;
-    total.throttle_records += c.throttle_records;
-    total.unthrottle_records += c.unthrottle_records;
-    total.lost_records += c.lost_records;
-    total.ok_windows += c.ok_windows;
+    total.implied_overflows = match (total.implied_overflows, c.implied_overflows) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+    total.dropped_interrupts += c.dropped_interrupts;
+    total.injected += c.injected;
+    total.ambiguous += c.ambiguous;
+    total.expected_coincidences += c.expected_coincidences;
     for (k, n) in &c.anomalies {
         *total.anomalies.entry(*k).or_default() += n;
     }
-    for (k, n) in &c.missed_overflows {
-        *total.missed_overflows.entry(*k).or_default() += n;
-    }
-    total.dropped_interrupts += c.dropped_interrupts;
-    total.injected += c.injected;
     total.migrations_requested += c.migrations_requested;
     total.migrations_failed += c.migrations_failed;
     total.migrations_kernel = match (total.migrations_kernel, c.migrations_kernel) {
@@ -270,10 +288,9 @@ fn add(total: &mut Counts, c: &Counts) {
         _ => None,
     };
     total.cpu_changes += c.cpu_changes;
-    total.wrong_thread_signals += c.wrong_thread_signals;
-    total.read_failures += c.read_failures;
     total.signal_ring_overflows += c.signal_ring_overflows;
     total.garbled_kernel_bytes += c.garbled_kernel_bytes;
+    total.reordered_observations += c.reordered_observations;
 }
 
 impl RunResults {
@@ -287,50 +304,56 @@ impl RunResults {
     ) -> RunResults {
         let mut totals = Counts::default();
         let mut merged = Histogram::<u64>::new(3).expect("valid precision");
+        let mut latency = Histogram::<u64>::new(3).expect("valid precision");
         let workers: Vec<WorkerResult> = record
             .workers
             .iter()
             .map(|w| {
-                let counts = counts_of(w, cfg.period, cfg.mode);
+                let counts = counts_of(w, cfg);
                 add(&mut totals, &counts);
                 let _ = merged.add(&w.histogram);
+                let _ = latency.add(&w.latency);
                 WorkerResult {
-                    worker: w.totals.worker,
+                    worker: w.verdict.worker,
                     final_count: w.final_count,
                     stalled: w.stalled.clone(),
+                    switch_witness: w.switch_witness,
                     counts,
                 }
             })
             .collect();
+        totals.implied_overflows = workers
+            .iter()
+            .map(|w| w.counts.implied_overflows)
+            .sum::<Option<u64>>()
+            .filter(|_| !workers.is_empty());
         totals.deltas = DeltaStats::of(&merged);
+        totals.interrupt_latency = LatencyStats::of(&latency, cfg.period);
         totals.dropped_rate = Some(Rate::new(
             totals.dropped_interrupts,
             totals.accounted_overflows,
             CONFIDENCE,
         ));
+        let i = &totals.interrupts;
+        let d = &totals.deliveries;
 
         let mut warnings = Vec::new();
         if cfg.event.software {
             warnings.push(format!(
-                "{}: it proves the pipeline (signals, rings, migrator, classifier), not the interrupt path of a PMU",
+                "{}: it proves the pipeline (signals, rings, migrator, judge), not the interrupt path of a PMU",
                 crate::event::SOFTWARE_CAVEAT
             ));
         }
-        if cfg.inject_drop_every.is_some() {
+        if let Some(n) = cfg.inject_drop_every {
             warnings.push(format!(
-                "self-test: every {}th overflow was discarded on purpose (--inject-drop-every); these results prove the detector, not the machine",
-                cfg.inject_drop_every.unwrap_or(0)
+                "self-test: every {} overflow interrupt was discarded on purpose (--inject-drop-every); these results prove the detector, not the machine",
+                ordinal(n)
             ));
         }
-        let throttled = totals
-            .anomalies
-            .get(&AnomalyKind::Throttled)
-            .copied()
-            .unwrap_or(0);
-        if totals.throttle_records > 0 || throttled > 0 {
+        if i.throttled > 0 {
             warnings.push(format!(
-                "the kernel throttled the event: {} THROTTLE records, {throttled} windows judged throttled; raise perf_event_max_sample_rate or use a longer --period",
-                totals.throttle_records
+                "the kernel throttled the event {} times (THROTTLE records; no overflow is lost by it): raise perf_event_max_sample_rate or use a longer --period",
+                i.throttled
             ));
         }
         if let (Some(a), Some(b)) = (record.max_sample_rate.0, record.max_sample_rate.1)
@@ -340,29 +363,68 @@ impl RunResults {
                 "the kernel lowered perf_event_max_sample_rate from {a} to {b} during the run (interrupts took too long)"
             ));
         }
-        if totals.rebased_periods > 0 {
+        if i.rebased_in_handler > 0 {
             warnings.push(format!(
-                "{} interrupts came a period or more late and the driver re-based the period after them: counted late, not dropped; the final-count check cannot place the grid after them",
-                totals.rebased_periods
+                "{} {} a period or more late, after which the driver re-based the period: late, not dropped",
+                i.rebased_in_handler,
+                plural(i.rebased_in_handler, "interrupt came", "interrupts came")
             ));
         }
-        if totals.sigio > 0 {
+        if let Some(p999) = totals.interrupt_latency.p999
+            && p999 > 0.25
+        {
+            let suggested = (totals.interrupt_latency.max.unwrap_or(p999) * 4.0 * cfg.period as f64)
+                .ceil() as u64;
+            warnings.push(format!(
+                "interrupt latency p99.9 is {p999:.2} periods: late interrupts make losses harder to tell apart; use --period {} or more",
+                suggested.max(cfg.period * 4)
+            ));
+        }
+        if d.sigio > 0 {
             warnings.push(format!(
                 "the realtime signal queue overflowed {} times (plain SIGIO fallback): raise RLIMIT_SIGPENDING (ulimit -i)",
-                totals.sigio
+                d.sigio
             ));
         }
-        for kind in [
-            AnomalyKind::Late,
-            AnomalyKind::Early,
-            AnomalyKind::SoftwareTimerSkip,
-        ] {
-            if let Some(n) = totals.anomalies.get(&kind) {
-                warnings.push(format!("{n} windows {kind}: {}", kind.advice()));
-            }
+        if i.lost_records > 0 {
+            warnings.push(format!(
+                "the kernel did not write {} records into the sample ring (LOST records): {} signals had no sample",
+                i.lost_records, d.unrecorded
+            ));
+        }
+        if d.coalesced > 0 {
+            warnings.push(format!(
+                "the kernel merged the signals of {} {} into later ones: every interrupt happened (its sample is there)",
+                d.coalesced,
+                plural(d.coalesced, "interrupt", "interrupts")
+            ));
+        }
+        if d.late_by_a_period > 0 {
+            warnings.push(format!(
+                "{} {} read a period or more after their interrupt: {}",
+                d.late_by_a_period,
+                plural(d.late_by_a_period, "signal was", "signals were"),
+                AnomalyKind::LateSignal.advice()
+            ));
+        }
+        if i.timer_skips > 0 {
+            warnings.push(format!(
+                "{} software-clock periods skipped: {}",
+                i.timer_skips,
+                AnomalyKind::SoftwareTimerSkip.advice()
+            ));
         }
         if cfg.migrate != crate::cli::MigrateMode::None && totals.migrations_requested == 0 {
             warnings.push("no migration happened: the migrator never moved a worker".to_string());
+        }
+        if !cfg.event.software
+            && workers
+                .iter()
+                .any(|w| w.switch_witness != SwitchWitness::Counts)
+        {
+            warnings.push(
+                "event stops were not witnessed with their counts (--switch-witness counts needs perf_event_paranoid <= 1 or CAP_PERFMON): a gap across a stop may be ambiguous".to_string(),
+            );
         }
 
         let mut inconclusive = Vec::new();
@@ -374,12 +436,13 @@ impl RunResults {
         if totals.signals == 0 {
             inconclusive.push("no overflow signal was received at all".to_string());
         }
+        inconclusive.extend(stream_reasons(
+            i,
+            d,
+            totals.expected_coincidences,
+            cfg.event.software,
+        ));
         let ours = [
-            (
-                totals.wrong_thread_signals,
-                "overflow signals landed on the wrong thread",
-            ),
-            (totals.read_failures, "counter reads failed in the handler"),
             (
                 totals.signal_ring_overflows,
                 "handler records were lost (signal ring full)",
@@ -402,22 +465,22 @@ impl RunResults {
                 inconclusive.push(format!("{n} {what}"));
             }
         }
-        for kind in [AnomalyKind::WitnessLost, AnomalyKind::ToolError] {
-            if let Some(n) = totals.anomalies.get(&kind) {
-                inconclusive.push(format!("{n} windows {kind}: {}", kind.advice()));
-            }
-        }
-        if totals.unaccounted_overflows != 0
-            && cfg.mode == Mode::Free
-            && !cfg.event.software
-            && totals.rebased_periods == 0
-        {
+        if cfg.mode == Mode::Reset && totals.reordered_observations > 0 {
             inconclusive.push(format!(
-                "{} overflows implied by the final counts are not accounted for by signals and kernel samples",
-                totals.unaccounted_overflows
+                "{} observations reached the judge out of time order, so resets may be misplaced",
+                totals.reordered_observations
             ));
         }
-
+        for w in &workers {
+            if let Some(implied) = w.counts.implied_overflows
+                && implied != w.counts.accounted_overflows
+            {
+                inconclusive.push(format!(
+                    "worker {}: the final count implies {implied} overflows but the judge accounted for {} (a bug in pmustress: please report it with raw.csv.gz)",
+                    w.worker, w.counts.accounted_overflows
+                ));
+            }
+        }
         if let StopReason::OutputFailed(e) = &record.stop_reason {
             inconclusive.push(format!(
                 "the run stopped early because results could not be written: {e}"
@@ -446,6 +509,7 @@ impl RunResults {
             },
             argv,
             config: cfg.clone(),
+            judge: cfg.judge_config(),
             pseudo_nmi: fingerprint.pseudo_nmi().clone(),
             fingerprint: serde_json::to_value(fingerprint).unwrap_or(serde_json::Value::Null),
             elapsed_ns: record.elapsed_ns,
@@ -464,4 +528,64 @@ impl RunResults {
             exit_status,
         }
     }
+}
+
+/// Why the judged stream itself makes a run inconclusive (the same words
+/// for a run and for its replay).
+pub fn stream_reasons(
+    i: &InterruptTotals,
+    d: &DeliveryTotals,
+    expected_coincidences: f64,
+    software: bool,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if i.ambiguous > 0 {
+        reasons.push(format!(
+            "{} {} fit both a lost interrupt and one a period late (chance coincidences expected: {:.2}); not counted as dropped",
+            i.ambiguous,
+            plural(i.ambiguous, "overflow", "overflows"),
+            expected_coincidences
+        ));
+    }
+    let counts = [
+        (
+            i.unexplained,
+            "kernel sample records fit no driver behaviour (see the unexplained anomalies)",
+        ),
+        (
+            // A software clock loses no interrupt a hole could hide.
+            if software { 0 } else { i.lost_records },
+            "kernel records were lost from the sample ring (LOST records)",
+        ),
+        (
+            d.unmatched,
+            "overflow signals had no interrupt of their own",
+        ),
+        (
+            d.wrong_thread,
+            "overflow signals landed on the wrong thread",
+        ),
+        (d.read_failures, "counter reads failed in the handler"),
+    ];
+    for (n, what) in counts {
+        if n > 0 {
+            reasons.push(format!("{n} {what}"));
+        }
+    }
+    reasons
+}
+
+/// "every 97th", "every 2nd".
+fn ordinal(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, x) if x != 11 => "st",
+        (2, x) if x != 12 => "nd",
+        (3, x) if x != 13 => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 { one } else { many }
 }

@@ -1,13 +1,15 @@
 /*!
 One measurement: spawn workers and the migrator, drain what they record,
-judge it through each worker's timeline, and stop on budget, signal or
-watchdog.
+merge it into each worker's observation stream, judge it, and stop on
+budget, signal or watchdog.
 
 The controller (the calling thread) is the only consumer of every ring:
 handler records, kernel sample rings and migration times. Each pass drains
-signals first and kernel records second (a kernel record always precedes its
-signal), then feeds the timelines. Nothing here interprets results; that is
-`classify` and `results`.
+all three and merges them by time into one stream per worker
+(`judge::stream`), holding back what is newer than the previous pass: a
+handler still running when its ring was drained then still lands in order.
+The stream goes to the observer (the raw record) and to the worker's judge.
+Nothing here interprets results; that is `judge` and `results`.
 */
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,14 +19,15 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 
+use std::collections::VecDeque;
+
+use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
+use crate::judge::{Anomaly, ClosedWindow, Mode, Observation, WorkerJudge, WorkerVerdict};
 use crate::kernel::{self, EventAttr, SampleRing};
 use crate::migrator::{self, Plan};
-use crate::sample;
-use crate::signal::{self, Slot};
-use crate::timeline::{
-    Anomaly, ClosedWindow, Closings, Mode, Timeline, TimelineConfig, WorkerTotals,
-};
+use crate::sample::{self, RingIds, RingState};
+use crate::signal::{self, SignalRecord, Slot};
 use crate::worker::{self, Finished, WorkerShared, WorkerSpec};
 
 /// How often the controller drains rings.
@@ -34,7 +37,9 @@ const PROGRESS_EVERY_NS: u64 = 250_000_000;
 
 /// Live output while a run goes on.
 pub trait Observer {
-    /// Every judged window, in order per worker.
+    /// Every observation, in the order the judge sees it.
+    fn observation(&mut self, _worker: usize, _observation: &Observation) {}
+    /// Every signal's window, in order per worker.
     fn window(&mut self, _window: &ClosedWindow) {}
     fn anomaly(&mut self, anomaly: &Anomaly);
     fn progress(&mut self, progress: &Progress);
@@ -79,9 +84,17 @@ pub enum StopReason {
 
 /// One worker's raw outcome.
 pub struct WorkerRecord {
-    pub totals: WorkerTotals,
+    pub verdict: WorkerVerdict,
+    /// Deltas between consecutive signals' reads.
     pub histogram: Histogram<u64>,
+    /// Interrupt lateness past the due point (events).
+    pub latency: Histogram<u64>,
     pub final_count: Option<u64>,
+    /// How this worker's stops were witnessed.
+    pub switch_witness: SwitchWitness,
+    /// Observations that reached the controller after newer ones had been
+    /// judged (a handler held up longer than a controller pass).
+    pub reordered: u64,
     pub moves_requested: u64,
     pub moves_failed: u64,
     /// se.nr_migrations difference, when the kernel exposes it.
@@ -109,14 +122,102 @@ pub struct RunRecord {
 struct Live {
     slot: Arc<Slot>,
     ring: SampleRing,
-    timeline: Timeline,
+    ids: RingIds,
+    ring_state: RingState,
+    switch_witness: SwitchWitness,
+    judge: WorkerJudge,
+    mode: Mode,
     bytes: Vec<u8>,
-    records: Vec<sample::KernelRecord>,
+    parsed: Vec<Observation>,
+    /// Drained, not yet judged: kernel records in ring order, signals (and
+    /// resets) in handler order, moves in migrator order.
+    kernel: VecDeque<Observation>,
+    signals: VecDeque<Observation>,
+    moves: VecDeque<Observation>,
+    /// The time of the last observation judged.
+    judged_until: u64,
+    reordered: u64,
     garbled: usize,
     last_heartbeat: u64,
     heartbeat_seen_ns: u64,
     last_signal_ns: u64,
     stalled: Option<String>,
+    windows: Vec<ClosedWindow>,
+    anomalies: Vec<Anomaly>,
+}
+
+impl Live {
+    /// Judges, in time order, every drained observation up to `horizon`.
+    fn judge_until(
+        &mut self,
+        worker: usize,
+        horizon: u64,
+        observer: &mut dyn Observer,
+        progress: &mut Progress,
+    ) {
+        loop {
+            let next = [&self.kernel, &self.signals, &self.moves]
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, q)| q.front().map(|o| (o.time_ns(), i)))
+                .min();
+            let Some((t, i)) = next else { break };
+            if t > horizon {
+                break;
+            }
+            let queue = match i {
+                0 => &mut self.kernel,
+                1 => &mut self.signals,
+                _ => &mut self.moves,
+            };
+            let Some(obs) = queue.pop_front() else { break };
+            self.feed(worker, obs, observer, progress);
+        }
+    }
+
+    fn feed(
+        &mut self,
+        worker: usize,
+        obs: Observation,
+        observer: &mut dyn Observer,
+        progress: &mut Progress,
+    ) {
+        if obs.time_ns() < self.judged_until {
+            self.reordered += 1;
+        }
+        self.judged_until = self.judged_until.max(obs.time_ns());
+        observer.observation(worker, &obs);
+        let before = self.judge.progress();
+        self.judge
+            .observe(&obs, &mut self.windows, &mut self.anomalies);
+        let after = self.judge.progress();
+        progress.overflows += after.0 - before.0;
+        progress.dropped += after.1 - before.1;
+        for w in self.windows.drain(..) {
+            observer.window(&w);
+        }
+        for a in self.anomalies.drain(..) {
+            progress.anomalies += 1;
+            observer.anomaly(&a);
+        }
+    }
+}
+
+/// A handler record as the observation it is; in reset mode an overflow
+/// signal is followed by the reset its handler made.
+fn signal_observations(rec: SignalRecord, mode: Mode, out: &mut VecDeque<Observation>) {
+    out.push_back(Observation::Signal {
+        time_ns: rec.time_ns,
+        cpu: rec.cpu,
+        value: rec.value,
+        si_code: rec.si_code,
+        delivery: rec.delivery,
+    });
+    if mode == Mode::Reset && rec.delivery == signal::Delivery::Overflow {
+        out.push_back(Observation::Reset {
+            time_ns: rec.time_ns,
+        });
+    }
 }
 
 pub fn read_max_sample_rate() -> Option<u64> {
@@ -146,7 +247,15 @@ pub fn run(
         sample_period: cfg.period,
         exclude_kernel: !cfg.include_kernel,
         sample_records: true,
+        context_switch: false,
     };
+    let witness = match cfg.switch_witness {
+        // A software clock's judge needs no stops, and a witness sampling
+        // every switch could get its group throttled.
+        SwitchWitness::Auto if cfg.event.software => SwitchWitness::None,
+        w => w,
+    };
+    let judge_cfg = cfg.judge_config();
     let rate_before = read_max_sample_rate();
     let (ready_tx, ready_rx) = mpsc::channel();
     let go = Arc::new(Barrier::new(cfg.workers + 1));
@@ -156,6 +265,7 @@ pub fn run(
         let shared = Arc::new(WorkerShared::new(index));
         let spec = WorkerSpec {
             attr,
+            witness,
             first_cpu: plan.first_cpu(index),
             rearm_period: if cfg.mode == Mode::Reset {
                 cfg.period
@@ -181,22 +291,25 @@ pub fn run(
                 live[ready.index] = Some(Live {
                     slot: ready.slot,
                     ring: ready.ring,
-                    timeline: Timeline::new(TimelineConfig {
-                        worker: ready.index,
-                        period: cfg.period,
-                        skid: cfg.skid,
-                        interrupt_skid: cfg.interrupt_skid,
-                        mode: cfg.mode,
-                        software: cfg.event.software,
-                        inject_drop_every: cfg.inject_drop_every.unwrap_or(0),
-                    }),
+                    ids: ready.ids,
+                    ring_state: RingState::new(ready.ring_data_size),
+                    switch_witness: ready.witness,
+                    judge: WorkerJudge::new(ready.index, judge_cfg),
+                    mode: cfg.mode,
                     bytes: Vec::with_capacity(64 * 1024),
-                    records: Vec::with_capacity(4096),
+                    parsed: Vec::with_capacity(4096),
+                    kernel: VecDeque::new(),
+                    signals: VecDeque::new(),
+                    moves: VecDeque::new(),
+                    judged_until: 0,
+                    reordered: 0,
                     garbled: 0,
                     last_heartbeat: 0,
                     heartbeat_seen_ns: 0,
                     last_signal_ns: 0,
                     stalled: None,
+                    windows: Vec::new(),
+                    anomalies: Vec::new(),
                 })
             }
             Ok(Err(e)) => setup_error = setup_error.or(Some(e)),
@@ -233,15 +346,19 @@ pub fn run(
 
     let mut progress = Progress::default();
     let mut last_progress = started_ns;
+    let mut horizon = started_ns;
     let stop_reason = loop {
         std::thread::sleep(DRAIN_EVERY);
         let now = kernel::monotonic_ns();
-        drain_all(&mut live, &handles, observer, &mut progress, now);
+        drain_all(&mut live, &handles, observer, &mut progress, now, horizon);
+        horizon = now;
         watchdog(cfg, &mut live, &handles, now);
 
         if let Some(n) = cfg.interrupts_per_worker {
             for (l, h) in live.iter().zip(&handles) {
-                if l.as_ref().is_some_and(|l| l.timeline.totals().signals >= n) {
+                if l.as_ref()
+                    .is_some_and(|l| l.judge.deliveries().signals >= n)
+                {
                     h.stop.store(true, Ordering::Release);
                 }
             }
@@ -300,13 +417,23 @@ pub fn run(
         .map(|t| t.join().unwrap_or_default())
         .collect();
     let elapsed_ns = kernel::monotonic_ns() - started_ns;
-    // The last records: everything the handlers and kernel wrote before DISABLE.
-    drain_all(&mut live, &handles, observer, &mut progress, u64::MAX);
-    // Settle what waited for a next signal that will not come.
-    for l in live.iter_mut().flatten() {
-        book(&mut l.timeline, observer, &mut progress, |t| {
-            [t.flush(), None]
-        });
+    // The last records: everything the handlers and kernel wrote before
+    // DISABLE, then the final count, which is the last stop.
+    drain_all(
+        &mut live,
+        &handles,
+        observer,
+        &mut progress,
+        u64::MAX,
+        u64::MAX,
+    );
+    for ((i, l), f) in live.iter_mut().enumerate().zip(&finished) {
+        let Some(l) = l else { continue };
+        let end = Observation::Final {
+            time_ns: f.final_time_ns.max(l.judged_until),
+            count: f.final_count,
+        };
+        l.feed(i, end, observer, &mut progress);
     }
 
     let workers = live
@@ -314,12 +441,14 @@ pub fn run(
         .zip(handles)
         .zip(finished)
         .filter_map(|((l, h), f)| {
-            let mut l = l?;
-            let totals = l.timeline.finish().clone();
+            let l = l?;
             Some(WorkerRecord {
-                totals,
-                histogram: l.timeline.histogram().clone(),
+                verdict: l.judge.verdict(),
+                histogram: l.judge.deltas().clone(),
+                latency: l.judge.latency().clone(),
                 final_count: f.final_count,
+                switch_witness: l.switch_witness,
+                reordered: l.reordered,
                 moves_requested: h.moves_requested.load(Ordering::Relaxed),
                 moves_failed: h.moves_failed.load(Ordering::Relaxed),
                 kernel_migrations: f.kernel_migrations,
@@ -343,56 +472,34 @@ pub fn run(
 #[error("{0}")]
 pub struct SetupError(pub String);
 
+/// Drains every worker's rings and judges what is older than `horizon`.
 fn drain_all(
     live: &mut [Option<Live>],
     handles: &[Arc<WorkerShared>],
     observer: &mut dyn Observer,
     progress: &mut Progress,
     now: u64,
+    horizon: u64,
 ) {
-    for (l, h) in live.iter_mut().zip(handles) {
+    for (i, (l, h)) in live.iter_mut().zip(handles).enumerate() {
         let Some(l) = l else { continue };
-        // Signals first: every kernel record they need was written before them.
-        let mut signals = Vec::new();
         while let Some(rec) = l.slot.pop() {
-            signals.push(rec);
+            l.last_signal_ns = now.min(kernel::monotonic_ns());
+            progress.signals += 1;
+            signal_observations(rec, l.mode, &mut l.signals);
         }
         l.bytes.clear();
         l.ring.drain(&mut l.bytes);
-        l.records.clear();
-        l.garbled += sample::parse(&l.bytes, &mut l.records);
-        for &rec in &l.records {
-            l.timeline.add_kernel(rec);
+        l.parsed.clear();
+        l.garbled += sample::parse(&l.bytes, &l.ids, &mut l.ring_state, &mut l.parsed);
+        l.kernel.extend(l.parsed.drain(..));
+        while let Some([t, cpu]) = h.moves.pop() {
+            l.moves.push_back(Observation::Move {
+                time_ns: t,
+                cpu: cpu as u32,
+            });
         }
-        while let Some([t]) = h.moves.pop() {
-            l.timeline.add_move(t);
-        }
-        for rec in signals {
-            l.last_signal_ns = now.min(kernel::monotonic_ns());
-            progress.signals += 1;
-            book(&mut l.timeline, observer, progress, |t| t.feed(rec));
-        }
-    }
-}
-
-/// Takes one step of a timeline (a signal, or the final flush) and hands
-/// the windows it closed to the observer and the progress counts.
-fn book(
-    timeline: &mut Timeline,
-    observer: &mut dyn Observer,
-    progress: &mut Progress,
-    step: impl FnOnce(&mut Timeline) -> Closings,
-) {
-    let before = timeline.totals().accounted_overflows;
-    let closings = step(timeline);
-    progress.overflows += timeline.totals().accounted_overflows - before;
-    for closed in closings.into_iter().flatten() {
-        observer.window(&closed.window);
-        if let Some(a) = &closed.anomaly {
-            progress.anomalies += 1;
-            progress.dropped += a.dropped;
-            observer.anomaly(a);
-        }
+        l.judge_until(i, horizon, observer, progress);
     }
 }
 

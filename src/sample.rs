@@ -1,55 +1,80 @@
 /*!
 The kernel's witness: records from an event's mmap'd sample ring.
 
-A PERF_RECORD_SAMPLE is written by the overflow handler in the kernel itself,
-so a sample between two of our signals proves the interrupt for that overflow
-happened, whatever became of its signal. THROTTLE/UNTHROTTLE mark the kernel
-stopping the event for exceeding perf_event_max_sample_rate, and LOST means the
-ring itself overflowed (the witness is incomplete for that stretch).
+Two events write into one worker's ring (the switch witness through
+PERF_EVENT_IOC_SET_OUTPUT), told apart by PERF_SAMPLE_IDENTIFIER:
 
-Parsing is pure: bytes in, records out, for exactly the layout `kernel`
-requests (sample_type TID|TIME|CPU|READ with sample_id_all, read_format 0).
+- the overflow event's PERF_RECORD_SAMPLEs, written by the overflow handler
+  in the kernel itself: a sample proves the interrupt for that overflow
+  happened, whatever became of its signal, and its READ value is the event's
+  count in the handler, the interrupt's position on the counter's own axis;
+- the switch witness's samples: a software PERF_COUNT_SW_CONTEXT_SWITCHES
+  event in the overflow event's group, sampling every switch-out of the
+  thread just before the scheduler stops the group, with a group READ whose
+  first value is the overflow event's count there: where on the counter's
+  axis the event was stopped. Where the witness cannot be opened (it counts
+  kernel mode, which perf_event_paranoid may forbid), the overflow event
+  asks for PERF_RECORD_SWITCH instead: the time of each switch-out, without
+  the count.
 
-The READ value is the event's count as the overflow handler saw it: the
-position of the interrupt on the counter's own axis, so consecutive samples
-show directly whether an overflow between them got no interrupt at all,
-however late the signals were delivered.
+THROTTLE/UNTHROTTLE mark the kernel stopping an event for exceeding
+perf_event_max_sample_rate, and LOST means the ring itself overflowed.
+
+Parsing is pure: bytes in, observations out, for exactly the layout `kernel`
+requests (sample_type IDENTIFIER|TID|TIME|CPU|READ with sample_id_all; read
+format 0 for the overflow event, GROUP for the witness).
 */
 
 use perf_event_open_sys::bindings as sys;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelRecord {
-    /// One overflow the kernel handled (CLOCK_MONOTONIC ns, CPU, and the
-    /// counter's value in the overflow handler).
-    Sample {
-        time_ns: u64,
-        cpu: u32,
-        value: u64,
-    },
-    Throttle {
-        time_ns: u64,
-    },
-    Unthrottle {
-        time_ns: u64,
-    },
-    /// The ring overflowed and `lost` records were dropped by the kernel.
-    Lost {
-        time_ns: u64,
-        lost: u64,
-    },
+use crate::judge::Observation;
+
+/// The ids of the events writing into one ring (PERF_EVENT_IOC_ID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RingIds {
+    /// The overflow event.
+    pub event: u64,
+    /// The switch witness, if one was opened.
+    pub witness: Option<u64>,
 }
 
-impl KernelRecord {
-    pub fn time_ns(&self) -> u64 {
-        match *self {
-            KernelRecord::Sample { time_ns, .. }
-            | KernelRecord::Throttle { time_ns }
-            | KernelRecord::Unthrottle { time_ns }
-            | KernelRecord::Lost { time_ns, .. } => time_ns,
+/// Where the kernel's writer is in one ring, to know when it wakes the
+/// reader for a reason other than a sample: `perf_output_begin` adds the
+/// watermark (half the ring, since we ask for wakeup_events, not a
+/// watermark) to `rb->wakeup` whenever a record's end passes it, and the
+/// event that wrote that record then signals its owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingState {
+    /// Bytes the kernel has written so far (its `head`).
+    pub head: u64,
+    /// The kernel's `rb->wakeup`.
+    pub wakeup: u64,
+    pub watermark: u64,
+}
+
+impl RingState {
+    /// A fresh ring of `data_size` bytes.
+    pub fn new(data_size: usize) -> RingState {
+        RingState {
+            head: 0,
+            wakeup: 0,
+            watermark: (data_size / 2) as u64,
         }
     }
+
+    /// Advances past one record; true when it crossed the watermark.
+    fn advance(&mut self, size: usize) -> bool {
+        self.head += size as u64;
+        if self.watermark > 0 && self.head - self.wakeup > self.watermark {
+            self.wakeup += self.watermark;
+            return true;
+        }
+        false
+    }
 }
+
+/// misc bit of PERF_RECORD_SWITCH: a switch out of the thread.
+const MISC_SWITCH_OUT: u16 = 0x2000;
 
 fn u64_at(b: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
@@ -59,95 +84,224 @@ fn u32_at(b: &[u8], off: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
 }
 
-/// Parses whole records from `bytes`; returns them and the count of bytes
-/// that did not form a record we understand (which should stay 0).
-pub fn parse(bytes: &[u8], out: &mut Vec<KernelRecord>) -> usize {
+/// Parses whole records from `bytes` (everything drained from the ring,
+/// in order); returns the number of bytes that did not form a record we
+/// understand (which should stay 0).
+pub fn parse(
+    bytes: &[u8],
+    ids: &RingIds,
+    ring: &mut RingState,
+    out: &mut Vec<Observation>,
+) -> usize {
     let mut off = 0;
     let mut garbled = 0;
     while off + 8 <= bytes.len() {
-        let (Some(kind), Some(size)) = (u32_at(bytes, off), bytes.get(off + 6..off + 8)) else {
+        let (Some(kind), Some(misc), Some(size)) = (
+            u32_at(bytes, off),
+            bytes.get(off + 4..off + 6),
+            bytes.get(off + 6..off + 8),
+        ) else {
             break;
         };
+        let misc = u16::from_ne_bytes([misc[0], misc[1]]);
         let size = u16::from_ne_bytes([size[0], size[1]]) as usize;
         if size < 8 || off + size > bytes.len() {
             garbled += bytes.len() - off;
             break;
         }
         let rec = &bytes[off..off + size];
-        let parsed = match kind {
-            // pid/tid, time, cpu/res, read value.
-            sys::PERF_RECORD_SAMPLE => u64_at(rec, 16)
-                .zip(u32_at(rec, 24))
-                .zip(u64_at(rec, 32))
-                .map(|((time_ns, cpu), value)| KernelRecord::Sample {
-                    time_ns,
-                    cpu,
-                    value,
-                }),
-            sys::PERF_RECORD_THROTTLE => {
-                u64_at(rec, 8).map(|time_ns| KernelRecord::Throttle { time_ns })
-            }
-            sys::PERF_RECORD_UNTHROTTLE => {
-                u64_at(rec, 8).map(|time_ns| KernelRecord::Unthrottle { time_ns })
-            }
-            // id, lost, then sample_id: pid/tid, time.
-            sys::PERF_RECORD_LOST => u64_at(rec, 16)
-                .zip(u64_at(rec, 32))
-                .map(|(lost, time_ns)| KernelRecord::Lost { time_ns, lost }),
-            // lost, then sample_id: pid/tid, time.
-            sys::PERF_RECORD_LOST_SAMPLES => u64_at(rec, 8)
-                .zip(u64_at(rec, 24))
-                .map(|(lost, time_ns)| KernelRecord::Lost { time_ns, lost }),
-            _ => None,
+        let crossed = ring.advance(size);
+        let parsed = parse_one(kind, misc, rec, ids);
+        let by_event = match &parsed {
+            Parsed::Record(Observation::Sample { .. }) => false,
+            Parsed::Record(
+                Observation::Stop { count: Some(_), .. }
+                | Observation::Throttle { witness: true, .. }
+                | Observation::Unthrottle { witness: true, .. },
+            ) => false,
+            // The overflow event's own (a LOST record is the writer's:
+            // ours, unless the witness lost it, which we cannot tell).
+            Parsed::Record(_) | Parsed::Skip => true,
+            Parsed::Garbled => false,
         };
         match parsed {
-            Some(r) => out.push(r),
-            None => garbled += size,
+            Parsed::Record(r) => {
+                let time_ns = r.time_ns();
+                out.push(r);
+                if crossed && by_event {
+                    out.push(Observation::Wakeup { time_ns });
+                }
+            }
+            Parsed::Skip => {}
+            Parsed::Garbled => garbled += size,
         }
         off += size;
     }
     garbled
 }
 
-#[cfg(test)]
-pub fn encode(rec: &KernelRecord) -> Vec<u8> {
+enum Parsed {
+    Record(Observation),
+    /// A record we asked for but do not judge (a switch-in).
+    Skip,
+    Garbled,
+}
+
+fn parse_one(kind: u32, misc: u16, rec: &[u8], ids: &RingIds) -> Parsed {
+    let is_witness = |id: u64| ids.witness == Some(id);
+    let known = |id: u64| id == ids.event || is_witness(id);
+    let parsed = match kind {
+        // identifier, pid/tid, time, cpu/res, then the READ value: the
+        // count (read format 0) or a group (nr, leader's count, ...).
+        sys::PERF_RECORD_SAMPLE => (|| {
+            let id = u64_at(rec, 8)?;
+            let time_ns = u64_at(rec, 24)?;
+            let cpu = u32_at(rec, 32)?;
+            if id == ids.event {
+                let count = u64_at(rec, 40)?;
+                Some(Observation::Sample {
+                    time_ns,
+                    cpu,
+                    count,
+                })
+            } else if is_witness(id) {
+                let nr = u64_at(rec, 40)?;
+                let count = (nr >= 1).then(|| u64_at(rec, 48)).flatten()?;
+                Some(Observation::Stop {
+                    time_ns,
+                    cpu,
+                    count: Some(count),
+                })
+            } else {
+                None
+            }
+        })(),
+        // time, id, stream_id, then sample_id.
+        sys::PERF_RECORD_THROTTLE | sys::PERF_RECORD_UNTHROTTLE => (|| {
+            let time_ns = u64_at(rec, 8)?;
+            let id = u64_at(rec, 16)?;
+            if !known(id) {
+                return None;
+            }
+            let witness = is_witness(id);
+            Some(if kind == sys::PERF_RECORD_THROTTLE {
+                Observation::Throttle { time_ns, witness }
+            } else {
+                Observation::Unthrottle { time_ns, witness }
+            })
+        })(),
+        // id, lost, then sample_id: pid/tid, time.
+        sys::PERF_RECORD_LOST => u64_at(rec, 16)
+            .zip(u64_at(rec, 32))
+            .map(|(lost, time_ns)| Observation::Lost { time_ns, lost }),
+        // lost, then sample_id: pid/tid, time.
+        sys::PERF_RECORD_LOST_SAMPLES => u64_at(rec, 8)
+            .zip(u64_at(rec, 24))
+            .map(|(lost, time_ns)| Observation::Lost { time_ns, lost }),
+        // Only sample_id: pid/tid, time, cpu, identifier.
+        sys::PERF_RECORD_SWITCH => {
+            if misc & MISC_SWITCH_OUT == 0 {
+                return Parsed::Skip;
+            }
+            u64_at(rec, 16)
+                .zip(u32_at(rec, 24))
+                .map(|(time_ns, cpu)| Observation::Stop {
+                    time_ns,
+                    cpu,
+                    count: None,
+                })
+        }
+        _ => None,
+    };
+    match parsed {
+        Some(r) => Parsed::Record(r),
+        None => Parsed::Garbled,
+    }
+}
+
+/// Encodes records as the kernel writes them (for tests and benches).
+pub fn encode(rec: &Observation, ids: &RingIds) -> Vec<u8> {
     let mut b = Vec::new();
-    let mut header = |kind: u32, size: u16| {
+    let header = |b: &mut Vec<u8>, kind: u32, misc: u16, size: u16| {
         b.extend_from_slice(&kind.to_ne_bytes());
-        b.extend_from_slice(&0u16.to_ne_bytes());
+        b.extend_from_slice(&misc.to_ne_bytes());
         b.extend_from_slice(&size.to_ne_bytes());
     };
+    let tid = [1u8, 0, 0, 0, 2, 0, 0, 0];
+    let sample_id = |b: &mut Vec<u8>, time_ns: u64, cpu: u32, id: u64| {
+        b.extend_from_slice(&tid);
+        b.extend_from_slice(&time_ns.to_ne_bytes());
+        b.extend_from_slice(&cpu.to_ne_bytes());
+        b.extend_from_slice(&0u32.to_ne_bytes());
+        b.extend_from_slice(&id.to_ne_bytes());
+    };
     match *rec {
-        KernelRecord::Sample {
+        Observation::Sample {
             time_ns,
             cpu,
-            value,
+            count,
         } => {
-            header(sys::PERF_RECORD_SAMPLE, 40);
-            b.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
+            header(&mut b, sys::PERF_RECORD_SAMPLE, 0, 48);
+            b.extend_from_slice(&ids.event.to_ne_bytes());
+            b.extend_from_slice(&tid);
             b.extend_from_slice(&time_ns.to_ne_bytes());
             b.extend_from_slice(&cpu.to_ne_bytes());
             b.extend_from_slice(&0u32.to_ne_bytes());
-            b.extend_from_slice(&value.to_ne_bytes());
+            b.extend_from_slice(&count.to_ne_bytes());
         }
-        KernelRecord::Throttle { time_ns } | KernelRecord::Unthrottle { time_ns } => {
-            let kind = if matches!(rec, KernelRecord::Throttle { .. }) {
+        Observation::Stop {
+            time_ns,
+            cpu,
+            count: Some(count),
+        } => {
+            header(&mut b, sys::PERF_RECORD_SAMPLE, 0, 64);
+            b.extend_from_slice(&ids.witness.unwrap_or(0).to_ne_bytes());
+            b.extend_from_slice(&tid);
+            b.extend_from_slice(&time_ns.to_ne_bytes());
+            b.extend_from_slice(&cpu.to_ne_bytes());
+            b.extend_from_slice(&0u32.to_ne_bytes());
+            b.extend_from_slice(&2u64.to_ne_bytes());
+            b.extend_from_slice(&count.to_ne_bytes());
+            b.extend_from_slice(&7u64.to_ne_bytes());
+        }
+        Observation::Stop {
+            time_ns,
+            cpu,
+            count: None,
+        } => {
+            header(&mut b, sys::PERF_RECORD_SWITCH, MISC_SWITCH_OUT, 40);
+            sample_id(&mut b, time_ns, cpu, ids.event);
+        }
+        Observation::Throttle { time_ns, witness }
+        | Observation::Unthrottle { time_ns, witness } => {
+            let kind = if matches!(rec, Observation::Throttle { .. }) {
                 sys::PERF_RECORD_THROTTLE
             } else {
                 sys::PERF_RECORD_UNTHROTTLE
             };
-            header(kind, 48);
+            let id = if witness {
+                ids.witness.unwrap_or(0)
+            } else {
+                ids.event
+            };
+            header(&mut b, kind, 0, 64);
             b.extend_from_slice(&time_ns.to_ne_bytes());
-            b.extend_from_slice(&[0; 32]);
+            b.extend_from_slice(&id.to_ne_bytes());
+            b.extend_from_slice(&id.to_ne_bytes());
+            sample_id(&mut b, time_ns, 0, id);
         }
-        KernelRecord::Lost { time_ns, lost } => {
-            header(sys::PERF_RECORD_LOST, 48);
-            b.extend_from_slice(&7u64.to_ne_bytes());
+        Observation::Lost { time_ns, lost } => {
+            header(&mut b, sys::PERF_RECORD_LOST, 0, 56);
+            b.extend_from_slice(&ids.event.to_ne_bytes());
             b.extend_from_slice(&lost.to_ne_bytes());
-            b.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0]);
-            b.extend_from_slice(&time_ns.to_ne_bytes());
-            b.extend_from_slice(&[0; 8]);
+            sample_id(&mut b, time_ns, 0, ids.event);
         }
+        // Not ring records.
+        Observation::Signal { .. }
+        | Observation::Reset { .. }
+        | Observation::Move { .. }
+        | Observation::Final { .. }
+        | Observation::Wakeup { .. } => {}
     }
     b
 }
@@ -156,34 +310,125 @@ pub fn encode(rec: &KernelRecord) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    const IDS: RingIds = RingIds {
+        event: 41,
+        witness: Some(42),
+    };
+
     #[test]
     fn round_trips_every_kind_in_one_stream() {
         let recs = [
-            KernelRecord::Sample {
+            Observation::Sample {
                 time_ns: 10,
                 cpu: 3,
-                value: 100_042,
+                count: 100_042,
             },
-            KernelRecord::Throttle { time_ns: 20 },
-            KernelRecord::Unthrottle { time_ns: 30 },
-            KernelRecord::Lost {
+            Observation::Stop {
+                time_ns: 11,
+                cpu: 3,
+                count: Some(150_000),
+            },
+            Observation::Stop {
+                time_ns: 12,
+                cpu: 1,
+                count: None,
+            },
+            Observation::Throttle {
+                time_ns: 20,
+                witness: false,
+            },
+            Observation::Unthrottle {
+                time_ns: 30,
+                witness: false,
+            },
+            Observation::Throttle {
+                time_ns: 31,
+                witness: true,
+            },
+            Observation::Lost {
                 time_ns: 40,
                 lost: 5,
             },
         ];
-        let bytes: Vec<u8> = recs.iter().flat_map(encode).collect();
+        let bytes: Vec<u8> = recs.iter().flat_map(|r| encode(r, &IDS)).collect();
         let mut out = Vec::new();
-        assert_eq!(parse(&bytes, &mut out), 0);
+        assert_eq!(
+            parse(&bytes, &IDS, &mut RingState::new(1 << 20), &mut out),
+            0
+        );
         assert_eq!(out, recs);
+    }
+
+    /// perf_output_begin wakes the reader each time a record's end passes
+    /// another half ring: after a sample that is its own wakeup, after a
+    /// throttle record it is a signal with no interrupt.
+    #[test]
+    fn a_non_sample_record_crossing_the_watermark_is_a_wakeup() {
+        let sample = |t| Observation::Sample {
+            time_ns: t,
+            cpu: 0,
+            count: t,
+        };
+        let throttle = Observation::Throttle {
+            time_ns: 3,
+            witness: false,
+        };
+        // 48-byte samples and a 64-byte throttle in a 256-byte ring:
+        // watermark 128.
+        let recs = [sample(1), sample(2), throttle, sample(4), sample(5)];
+        let bytes: Vec<u8> = recs.iter().flat_map(|r| encode(r, &IDS)).collect();
+        let mut ring = RingState::new(256);
+        let mut out = Vec::new();
+        assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), 0);
+        // Ends: 48, 96, 160 (past 0 + 128: the throttle's), 208, 256 (not
+        // past 128 + 128: the kernel's test is strict).
+        assert_eq!(out[3], Observation::Wakeup { time_ns: 3 });
+        assert_eq!(out.len(), recs.len() + 1);
+        assert_eq!((ring.head, ring.wakeup), (256, 128));
+    }
+
+    #[test]
+    fn switch_ins_are_skipped_and_strangers_are_garbled() {
+        let mut bytes = encode(
+            &Observation::Stop {
+                time_ns: 5,
+                cpu: 0,
+                count: None,
+            },
+            &IDS,
+        );
+        // The same record as a switch-in.
+        bytes[4..6].copy_from_slice(&0u16.to_ne_bytes());
+        // A sample of an event that is not ours.
+        let stranger = RingIds {
+            event: 99,
+            witness: None,
+        };
+        let other = encode(
+            &Observation::Sample {
+                time_ns: 1,
+                cpu: 0,
+                count: 1,
+            },
+            &stranger,
+        );
+        bytes.extend_from_slice(&other);
+        let mut out = Vec::new();
+        let mut ring = RingState::new(1 << 20);
+        assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), other.len());
+        assert!(out.is_empty());
     }
 
     #[test]
     fn truncated_and_unknown_records_are_counted_not_fatal() {
-        let mut bytes = encode(&KernelRecord::Sample {
-            time_ns: 1,
-            cpu: 0,
-            value: 1,
-        });
+        let mut bytes = encode(
+            &Observation::Sample {
+                time_ns: 1,
+                cpu: 0,
+                count: 1,
+            },
+            &IDS,
+        );
         // An unknown record type of 16 bytes.
         bytes.extend_from_slice(&99u32.to_ne_bytes());
         bytes.extend_from_slice(&[0, 0, 16, 0]);
@@ -192,11 +437,12 @@ mod tests {
         bytes.extend_from_slice(&9u32.to_ne_bytes());
         bytes.extend_from_slice(&[0, 0, 200, 0]);
         let mut out = Vec::new();
-        assert_eq!(parse(&bytes, &mut out), 16 + 8);
+        let mut ring = RingState::new(1 << 20);
+        assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), 16 + 8);
         assert_eq!(out.len(), 1);
         // Size 0 would loop forever if accepted.
         let mut zero = vec![9, 0, 0, 0, 0, 0, 0, 0];
         zero.extend_from_slice(&[0; 24]);
-        assert_eq!(parse(&zero, &mut Vec::new()), 32);
+        assert_eq!(parse(&zero, &IDS, &mut ring, &mut Vec::new()), 32);
     }
 }

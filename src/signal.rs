@@ -30,18 +30,7 @@ pub const MAX_FD: usize = 4096;
 /// The most workers one run may have.
 pub const MAX_WORKERS: usize = 1024;
 
-/// How one delivery reached the handler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
-    /// The realtime signal for an overflow, on the right thread.
-    Overflow,
-    /// The overflow signal arrived on a thread that does not own the event.
-    WrongThread,
-    /// read(2) of the counter failed (errno) or hit an error-state event.
-    ReadFailed(i32),
-    /// Plain SIGIO: the kernel could not queue the realtime signal.
-    SigIo,
-}
+pub use crate::judge::Delivery;
 
 /// What the handler saw for one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,10 +262,15 @@ pub extern "C" fn on_overflow(
         Ok(None) => (0, Delivery::ReadFailed(0)),
         Err(e) => (0, Delivery::ReadFailed(e.raw_os_error().unwrap_or(0))),
     };
+    let mut time_ns = time_ns;
     if slot.rearm_period != 0 && delivery == Delivery::Overflow {
         // A failed re-arm shows up as a missing next overflow and the
         // watchdog; there is nothing safer to do inside a handler.
         let _ = kernel::rearm_fd(fd, slot.rearm_period);
+        // Reset mode: the record's time is the reset's, so that every
+        // sample before it in time counts from the previous reset and
+        // every sample after it from this one.
+        time_ns = kernel::monotonic_ns();
     }
     slot.push(SignalRecord {
         value,

@@ -13,8 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc;
 
+use crate::cli::SwitchWitness;
 use crate::kernel::{self, EventAttr, PerfEvent, SampleRing};
 use crate::ring::Ring;
+use crate::sample::RingIds;
 use crate::signal::{self, Slot};
 
 /// Data pages of each event's sample ring (64 KiB with 4 KiB pages: about
@@ -38,8 +40,8 @@ pub struct WorkerShared {
     /// Loop iterations: proof the thread still runs user code.
     pub heartbeat: AtomicU64,
     pub stop: AtomicBool,
-    /// Times (CLOCK_MONOTONIC ns) of the migrator's successful moves.
-    pub moves: Ring<1>,
+    /// The migrator's successful moves: (CLOCK_MONOTONIC ns, target CPU).
+    pub moves: Ring<2>,
     pub moves_requested: AtomicU64,
     pub moves_failed: AtomicU64,
 }
@@ -64,6 +66,12 @@ pub struct Ready {
     pub index: usize,
     pub slot: Arc<Slot>,
     pub ring: SampleRing,
+    /// Which events write into the ring.
+    pub ids: RingIds,
+    /// How stops are witnessed: counts, times or none.
+    pub witness: SwitchWitness,
+    /// Bytes of the ring's data area.
+    pub ring_data_size: usize,
 }
 
 /// How a worker ended.
@@ -71,12 +79,16 @@ pub struct Ready {
 pub struct Finished {
     /// The counter after DISABLE (None if it could not be read).
     pub final_count: Option<u64>,
+    /// When it was read (CLOCK_MONOTONIC ns).
+    pub final_time_ns: u64,
     /// se.nr_migrations of the thread at start and end (CONFIG_SCHED_DEBUG).
     pub kernel_migrations: Option<u64>,
 }
 
 pub struct WorkerSpec {
     pub attr: EventAttr,
+    /// What the run asked for (`Auto` already resolved by event type).
+    pub witness: SwitchWitness,
     pub first_cpu: usize,
     pub rearm_period: u64,
 }
@@ -92,27 +104,41 @@ pub fn run(
     shared.tid.store(tid, Ordering::Release);
     let stall_for_test =
         std::env::var(TEST_STALL_ENV).is_ok_and(|v| v.trim().parse::<usize>() == Ok(shared.index));
-    let setup = || -> Result<(PerfEvent, Arc<Slot>, SampleRing), String> {
+    let setup = || -> Result<Setup, String> {
         kernel::move_thread(tid, spec.first_cpu)
             .map_err(|e| format!("cannot move worker to CPU {}: {e}", spec.first_cpu))?;
-        let event = PerfEvent::open_on_self(&spec.attr).map_err(|e| open_error(&e, &spec.attr))?;
+        let (event, ring, witness, kind) = open_with_witness(&spec)?;
         event
             .route_overflows_to(tid, signal::overflow_signal())
             .map_err(|e| format!("cannot route overflow signals (fcntl): {e}"))?;
-        let ring = SampleRing::map(&event, SAMPLE_RING_PAGES).map_err(|e| {
-            format!(
-                "cannot mmap the sample ring ({e}); perf_event_mlock_kb or RLIMIT_MEMLOCK may be too low for this many workers"
-            )
-        })?;
+        let id = |e: &PerfEvent| e.id().map_err(|e| format!("cannot read the event id: {e}"));
+        let ids = RingIds {
+            event: id(&event)?,
+            witness: witness.as_ref().map(id).transpose()?,
+        };
         let slot = Arc::new(Slot::new(
             event.raw_fd(),
             tid,
             spec.rearm_period,
             SIGNAL_RING_RECORDS,
         ));
-        Ok((event, slot, ring))
+        Ok(Setup {
+            event,
+            _witness: witness,
+            kind,
+            slot,
+            ring,
+            ids,
+        })
     };
-    let (event, slot, ring) = match setup() {
+    let Setup {
+        event,
+        _witness,
+        kind,
+        slot,
+        ring,
+        ids,
+    } = match setup() {
         Ok(parts) => parts,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -133,6 +159,9 @@ pub fn run(
         index: shared.index,
         slot,
         ring,
+        ids,
+        witness: kind,
+        ring_data_size: SAMPLE_RING_PAGES * kernel::page_size(),
     }));
     go.wait();
     if shared.stop.load(Ordering::Acquire) {
@@ -152,15 +181,74 @@ pub fn run(
     // before the final read.
     let _ = event.disable();
     let final_count = event.read_count().ok().flatten();
+    let final_time_ns = kernel::monotonic_ns();
     let _ = kernel::set_signal_mask(&signal::worker_signals(), true);
     drop(registration);
     shared.event_fd.store(-1, Ordering::Release);
     let migrations_after = kernel_migrations(tid);
     Finished {
         final_count,
+        final_time_ns,
         kernel_migrations: migrations_before
             .zip(migrations_after)
             .map(|(a, b)| b.saturating_sub(a)),
+    }
+}
+
+struct Setup {
+    event: PerfEvent,
+    /// Kept open for the worker's life: it samples into `event`'s ring.
+    _witness: Option<PerfEvent>,
+    kind: SwitchWitness,
+    slot: Arc<Slot>,
+    ring: SampleRing,
+    ids: RingIds,
+}
+
+/// Opens the overflow event, maps its ring, and opens the stop witness the
+/// spec asks for (after the mapping: the kernel redirects the witness's
+/// records only into a ring that exists). `Auto` tries counts and falls
+/// back to times (the kernel refuses a kernel-counting witness under
+/// perf_event_paranoid > 1).
+fn open_with_witness(
+    spec: &WorkerSpec,
+) -> Result<(PerfEvent, SampleRing, Option<PerfEvent>, SwitchWitness), String> {
+    let open = |context_switch: bool| -> Result<(PerfEvent, SampleRing), String> {
+        let attr = EventAttr {
+            context_switch,
+            ..spec.attr
+        };
+        let event = PerfEvent::open_on_self(&attr).map_err(|e| open_error(&e, &attr))?;
+        let ring = SampleRing::map(&event, SAMPLE_RING_PAGES).map_err(|e| {
+            format!(
+                "cannot mmap the sample ring ({e}); perf_event_mlock_kb or RLIMIT_MEMLOCK may be too low for this many workers"
+            )
+        })?;
+        Ok((event, ring))
+    };
+    match spec.witness {
+        SwitchWitness::None => {
+            let (event, ring) = open(false)?;
+            Ok((event, ring, None, SwitchWitness::None))
+        }
+        SwitchWitness::Times => {
+            let (event, ring) = open(true)?;
+            Ok((event, ring, None, SwitchWitness::Times))
+        }
+        SwitchWitness::Counts | SwitchWitness::Auto => {
+            let (event, ring) = open(false)?;
+            match PerfEvent::open_switch_witness(&event) {
+                Ok(w) => Ok((event, ring, Some(w), SwitchWitness::Counts)),
+                Err(e) if spec.witness == SwitchWitness::Counts => Err(format!(
+                    "cannot open the context-switch witness (--switch-witness counts): {e}; it counts kernel mode, which needs perf_event_paranoid <= 1 or CAP_PERFMON; use --switch-witness times"
+                )),
+                Err(_) => {
+                    drop((ring, event));
+                    let (event, ring) = open(true)?;
+                    Ok((event, ring, None, SwitchWitness::Times))
+                }
+            }
+        }
     }
 }
 

@@ -11,7 +11,6 @@ mod interrupt;
 mod matrix;
 mod output;
 mod plot;
-mod properties;
 mod reliability;
 mod report;
 mod run_software;

@@ -1,0 +1,1077 @@
+/*!
+Judging interrupts from the kernel's own records alone.
+
+The driver arms each overflow on a grid: the next one is due a period after
+the previous due point (`armpmu_event_set_period` / `x86_perf_event_set_period`,
+rule 2), except when it finds the counter a whole period or more past the due
+point, where it re-bases: the next is due a period after *now* (rule 1). An
+overflow's interrupt writes one sample record whose count is where the
+interrupt was taken, so a sample's lateness is its count minus its due point.
+An overflow is lost only where the event is stopped while it is pending (the
+stop clears the overflow flag): at a context switch, which the switch witness
+records with the event's count, or at the final DISABLE, whose count we read.
+The restart then applies the same two rules and ignores "overflowed", so the
+lost overflow's period is consumed silently (../shared/driver-rules.md).
+
+With the count at every stop (the context-switch witness, user-mode counting)
+the replay of those rules is exact: one explanation of the stream. Where a
+stop's count is only a lower bound (kernel mode is counted too, so the count
+moves between the witness and the stop) or unknown (a time-only switch
+record, a throttled witness), both "pending at the stop" and "not pending" are
+followed as hypotheses. A sample refutes the hypotheses under which its count
+is impossible, and hypotheses that reach the same state are merged: when they
+disagree on what happened, the difference is counted `ambiguous`, never
+guessed. A stream that no hypothesis explains is counted `unexplained` and the
+grid is re-anchored: the run is then inconclusive, never silently judged.
+
+Software clocks have no such grid (an hrtimer re-arms on time, and skips
+periods when it fires late); their gaps are timer skips, never drops.
+*/
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::JudgeConfig;
+
+/// Every overflow of one event, accounted exactly once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterruptTotals {
+    /// PERF_RECORD_SAMPLEs of the overflow event (injected ones excluded):
+    /// interrupts the kernel handled.
+    pub samples: u64,
+    /// Samples within the interrupt skid of their due point.
+    pub on_time: u64,
+    /// Samples later than the skid but less than a period late.
+    pub late: u64,
+    /// Samples a period or more late, after which the driver re-based the
+    /// period (rule 1 in the interrupt handler).
+    pub rebased_in_handler: u64,
+    /// Overflows whose interrupt never happened: pending when the event was
+    /// stopped (injected ones included). Only what no other explanation fits.
+    pub dropped: u64,
+    /// Of the dropped, those whose restart re-based the period (the event ran
+    /// a period or more past the lost due point before it was stopped).
+    pub rebased_at_restart: u64,
+    /// Of the dropped, those at the final DISABLE.
+    pub dropped_at_final_stop: u64,
+    /// Overflows that are dropped under one explanation of the stream and
+    /// not under another (e.g. an interrupt a period late that lands on the
+    /// grid of a lost one): counted apart, never as drops.
+    pub ambiguous: u64,
+    /// Overflows we discarded on purpose (`--inject-drop-every`): counted in
+    /// `dropped` too.
+    pub injected: u64,
+    /// THROTTLE records of the overflow event.
+    pub throttled: u64,
+    pub unthrottled: u64,
+    /// Overflows inside a gap of the ring (a LOST record): their samples
+    /// were never written, so nothing can be said of them.
+    pub record_lost: u64,
+    /// LOST records' counts of records the kernel could not write.
+    pub lost_records: u64,
+    /// Event stops the witness recorded (context switches).
+    pub stops: u64,
+    /// Of those, stops whose count the witness could not read.
+    pub stops_without_count: u64,
+    /// THROTTLE records of the switch witness: stops went unrecorded.
+    pub witness_throttled: u64,
+    /// Software clocks: periods the timer skipped (no overflow at all).
+    pub timer_skips: u64,
+    /// Samples that fit no driver behaviour (our bug or a kernel we do not
+    /// model): the grid was re-anchored on them.
+    pub unexplained: u64,
+    /// Every overflow accounted for once: samples + dropped + ambiguous +
+    /// record_lost, where samples = on_time + late + rebased_in_handler +
+    /// unexplained. A due point the final count passed is judged at the
+    /// final stop like at any stop, so none is left over.
+    pub overflows: u64,
+}
+
+impl InterruptTotals {
+    pub fn add(&mut self, o: &InterruptTotals) {
+        let InterruptTotals {
+            samples,
+            on_time,
+            late,
+            rebased_in_handler,
+            dropped,
+            rebased_at_restart,
+            dropped_at_final_stop,
+            ambiguous,
+            injected,
+            throttled,
+            unthrottled,
+            record_lost,
+            lost_records,
+            stops,
+            stops_without_count,
+            witness_throttled,
+            timer_skips,
+            unexplained,
+            overflows,
+        } = o;
+        self.samples += samples;
+        self.on_time += on_time;
+        self.late += late;
+        self.rebased_in_handler += rebased_in_handler;
+        self.dropped += dropped;
+        self.rebased_at_restart += rebased_at_restart;
+        self.dropped_at_final_stop += dropped_at_final_stop;
+        self.ambiguous += ambiguous;
+        self.injected += injected;
+        self.throttled += throttled;
+        self.unthrottled += unthrottled;
+        self.record_lost += record_lost;
+        self.lost_records += lost_records;
+        self.stops += stops;
+        self.stops_without_count += stops_without_count;
+        self.witness_throttled += witness_throttled;
+        self.timer_skips += timer_skips;
+        self.unexplained += unexplained;
+        self.overflows += overflows;
+    }
+}
+
+/// Something about one overflow worth a line of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterruptEvent {
+    pub kind: InterruptEventKind,
+    pub time_ns: u64,
+    pub cpu: u32,
+    /// The count of the sample that showed it (or of the final stop).
+    pub count: u64,
+    /// The count of the interrupt before it, if any.
+    pub prev_count: Option<u64>,
+    /// How many overflows it concerns.
+    pub overflows: u64,
+    /// The stop's count, for a drop.
+    pub stop_count: Option<u64>,
+    /// For a sample: its lateness past the due point.
+    pub lateness: Option<u64>,
+    /// A drop we made ourselves (`--inject-drop-every`).
+    pub injected: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterruptEventKind {
+    Dropped,
+    Ambiguous,
+    /// An interrupt a period or more late (the driver re-based).
+    RebasedInHandler,
+    Throttled,
+    RecordsLost,
+    TimerSkip,
+    Unexplained,
+}
+
+/// Where the next overflow is due: somewhere in [lo, hi]; exact when
+/// lo == hi. `hi == u64::MAX`: the grid moved by an unknown amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Due {
+    lo: u64,
+    hi: u64,
+}
+
+impl Due {
+    fn exact(at: u64) -> Due {
+        Due { lo: at, hi: at }
+    }
+
+    fn plus(self, p: u64) -> Due {
+        Due {
+            lo: self.lo.saturating_add(p),
+            hi: self.hi.saturating_add(p),
+        }
+    }
+
+    fn unknown(&self) -> bool {
+        self.hi == u64::MAX
+    }
+}
+
+/// What one hypothesis has claimed since the hypotheses last agreed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Tally {
+    on_time: u64,
+    late: u64,
+    rebased_in_handler: u64,
+    dropped: u64,
+    rebased_at_restart: u64,
+    dropped_at_final_stop: u64,
+    ambiguous: u64,
+    injected: u64,
+    latencies: Vec<u64>,
+    events: Vec<InterruptEvent>,
+}
+
+/// One explanation of the stream so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hypothesis {
+    due: Due,
+    /// A stop found the overflow pending: lost, unless the next sample is
+    /// its interrupt taken before the stop finished. (lo, hi) of the
+    /// stop's count.
+    pending_stop: Option<(u64, u64)>,
+    tally: Tally,
+}
+
+/// At most this many hypotheses are followed; more are merged as ambiguous.
+const MAX_HYPOTHESES: usize = 16;
+
+/// One event's interrupt judgement.
+pub struct InterruptJudge {
+    cfg: JudgeConfig,
+    hyps: Vec<Hypothesis>,
+    totals: InterruptTotals,
+    /// Lateness of interrupts (events past the due point) where the due
+    /// point is exact.
+    latency: Histogram<u64>,
+    prev_count: Option<u64>,
+    /// Stops may have gone unrecorded since the last sample.
+    stops_unwitnessed: bool,
+    /// The switch witness is throttled: stops go unrecorded.
+    witness_throttled: bool,
+    /// A LOST record since the last sample.
+    ring_gap: bool,
+    /// Settled events not yet taken by the caller.
+    events: Vec<InterruptEvent>,
+}
+
+impl InterruptJudge {
+    pub fn new(cfg: JudgeConfig) -> InterruptJudge {
+        InterruptJudge {
+            cfg,
+            hyps: vec![Hypothesis {
+                // RESET then ENABLE: the first overflow is a period in.
+                due: Due::exact(cfg.period),
+                pending_stop: None,
+                tally: Tally::default(),
+            }],
+            totals: InterruptTotals::default(),
+            latency: Histogram::new(3).expect("3 significant figures is a valid precision"),
+            prev_count: None,
+            stops_unwitnessed: false,
+            witness_throttled: false,
+            ring_gap: false,
+            events: Vec::new(),
+        }
+    }
+
+    pub fn totals(&self) -> &InterruptTotals {
+        &self.totals
+    }
+
+    pub fn latency(&self) -> &Histogram<u64> {
+        &self.latency
+    }
+
+    /// Events settled since the last call, in order.
+    pub fn take_events(&mut self, out: &mut Vec<InterruptEvent>) {
+        out.append(&mut self.events);
+    }
+
+    /// Overflows accounted for so far (settled ones only).
+    pub fn overflows(&self) -> u64 {
+        self.totals.overflows
+    }
+
+    /// One interrupt (sample record). `injected`: we discard it on purpose,
+    /// as if its interrupt had never come (the driver's grid still moves
+    /// with it: it did handle it).
+    pub fn sample(&mut self, time_ns: u64, cpu: u32, count: u64, injected: bool) {
+        if injected {
+            self.totals.injected += 1;
+        } else {
+            self.totals.samples += 1;
+        }
+        if self.cfg.software {
+            self.software_sample(time_ns, cpu, count, injected);
+            return;
+        }
+        if std::mem::take(&mut self.ring_gap) {
+            self.reanchor_after_ring_gap(count);
+        }
+        self.unwitnessed_stops(time_ns, cpu);
+        let p = self.cfg.period;
+        let skid = self.cfg.interrupt_skid;
+        let prev = self.prev_count;
+        let event = |kind, lateness| InterruptEvent {
+            kind,
+            time_ns,
+            cpu,
+            count,
+            prev_count: prev,
+            overflows: 1,
+            stop_count: None,
+            lateness,
+            injected,
+        };
+        // What the hypotheses claimed so far, should none explain this one.
+        let before: Vec<Tally> = if self.hyps.len() > 1 {
+            self.hyps.iter().map(|h| h.tally.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let mut next = Vec::with_capacity(self.hyps.len() + 1);
+        let mut work = std::mem::take(&mut self.hyps);
+        let mut k = 0;
+        while k < work.len() {
+            let mut h = work[k].clone();
+            k += 1;
+            if let Some((stop_lo, stop_hi)) = h.pending_stop.take() {
+                let stop = Stop {
+                    lo: stop_lo,
+                    hi: stop_hi,
+                    kind: StopKind::Switch,
+                };
+                if !(h.due.lo <= count && count <= stop_hi) {
+                    // Not taken before the stop finished (as an NMI would
+                    // be): the stop cleared it.
+                    lose_at_stop(&mut h, p, stop, event(InterruptEventKind::Dropped, None));
+                } else if stop_lo < stop_hi {
+                    // Taken before the stop, or lost there and this is the
+                    // next overflow's interrupt: with the stop's count only
+                    // a range, the next due point after a loss (rule 2) can
+                    // lie below the stop's upper end, so both can fit:
+                    // follow the loss too.
+                    let mut lost = h.clone();
+                    lose_at_stop(&mut lost, p, stop, event(InterruptEventKind::Dropped, None));
+                    work.push(lost);
+                }
+            }
+            if count < h.due.lo {
+                // Under this explanation no overflow was due yet.
+                continue;
+            }
+            let late_min = count.saturating_sub(h.due.hi);
+            let late_max = count - h.due.lo;
+            let class = if h.due.unknown() {
+                // The grid moved by an unknown amount (a restart re-based at
+                // a stop we could not read): this interrupt anchors it. Its
+                // due point is in [lo, count], less than a period back
+                // unless the driver re-based again (then the next is due at
+                // count + p), so the next is due in [max(lo, count - p + 1)
+                // + p, count + p]. (Anchoring at count + p exactly took the
+                // interrupt for on time: a later interrupt taken earlier
+                // past its due point then fit no hypothesis.)
+                //
+                // A grid moved at a stop the witness missed is one loss
+                // and a re-base, or (rule 2 each time) one loss per grid
+                // point up to this interrupt's: at most (count - lo) / p + 2
+                // with lo two periods past the first lost one. The loss
+                // booked is certain; the rest may have been, so ambiguous.
+                h.tally.ambiguous += (count - h.due.lo) / p + 1;
+                h.due = Due {
+                    lo: h
+                        .due
+                        .lo
+                        .max((count + 1).saturating_sub(p))
+                        .saturating_add(p),
+                    hi: count.saturating_add(p),
+                };
+                Class::OnTime
+            } else if late_min >= p {
+                h.due = Due::exact(count.saturating_add(p));
+                Class::Rebased(late_min)
+            } else if late_max < p {
+                if h.due.lo == h.due.hi {
+                    h.tally.latencies.push(late_max);
+                }
+                // Its due point is at or before its count.
+                h.due.hi = h.due.hi.min(count);
+                h.due = h.due.plus(p);
+                if late_min > skid {
+                    Class::Late
+                } else {
+                    Class::OnTime
+                }
+            } else {
+                // A period late under some due points in range, not under
+                // others: follow both.
+                let mut rebased = h.clone();
+                rebased.due = Due::exact(count.saturating_add(p));
+                rebased
+                    .tally
+                    .claim(Class::Rebased(late_max), injected, event);
+                next.push(rebased);
+                h.due = Due {
+                    lo: h.due.lo.max(count - p + 1),
+                    hi: h.due.hi,
+                }
+                .plus(p);
+                Class::Late
+            };
+            h.tally.claim(class, injected, event);
+            next.push(h);
+        }
+        self.hyps = next;
+        if self.hyps.is_empty() {
+            if !before.is_empty() {
+                self.commit(combine(before));
+            }
+            self.unexplained(time_ns, cpu, count, prev);
+        }
+        self.prev_count = Some(count);
+        self.settle();
+    }
+
+    /// The event was stopped (a context switch). `count`: its count there,
+    /// when the witness could read it.
+    pub fn stop(&mut self, time_ns: u64, cpu: u32, count: Option<u64>) {
+        self.totals.stops += 1;
+        if self.cfg.software {
+            return;
+        }
+        if self.ring_gap {
+            // After a LOST record and before the next sample, an overflow
+            // due by this stop may have had its sample in the gap: not a
+            // drop to claim here. The next sample re-anchors past it (the
+            // due points before it are record_lost, stops unknown).
+            // Judging it as any stop claimed drops of overflows whose
+            // samples the ring lost.
+            if count.is_none() {
+                self.totals.stops_without_count += 1;
+            }
+            return;
+        }
+        // Stops the witness missed (it was throttled and is no more) came
+        // before this one: judging them only at the next sample put them
+        // after it, which cannot explain a loss between them.
+        self.unwitnessed_stops(time_ns, cpu);
+        let Some(count) = count else {
+            self.totals.stops_without_count += 1;
+            self.stop_unknown(time_ns, cpu, true);
+            return;
+        };
+        // Counting kernel mode, the count moves on between the witness's
+        // read and the stop itself; counting user mode only, it cannot.
+        let stop = Stop {
+            lo: count,
+            hi: count.saturating_add(self.kernel_slack()),
+            kind: StopKind::Switch,
+        };
+        self.stop_at(time_ns, cpu, stop);
+    }
+
+    fn kernel_slack(&self) -> u64 {
+        if self.cfg.include_kernel {
+            self.cfg.stop_slack
+        } else {
+            0
+        }
+    }
+
+    fn stop_at(&mut self, time_ns: u64, cpu: u32, stop: Stop) {
+        let p = self.cfg.period;
+        let prev = self.prev_count;
+        let event = |count| InterruptEvent {
+            kind: InterruptEventKind::Dropped,
+            time_ns,
+            cpu,
+            count,
+            prev_count: prev,
+            overflows: 1,
+            stop_count: Some(stop.lo),
+            lateness: None,
+            injected: false,
+        };
+        let mut next = Vec::with_capacity(self.hyps.len() + 1);
+        for mut h in std::mem::take(&mut self.hyps) {
+            if let Some((lo, hi)) = h.pending_stop.take() {
+                // Stopped again with no interrupt in between: the pending
+                // overflow of the previous stop was lost there.
+                let earlier = Stop {
+                    lo,
+                    hi,
+                    kind: StopKind::Switch,
+                };
+                lose_at_stop(&mut h, p, earlier, event(lo));
+            }
+            if h.due.unknown() || h.due.lo > stop.hi {
+                // Not due yet at the stop.
+                next.push(h);
+                continue;
+            }
+            if h.due.hi > stop.lo {
+                // Pending only if the due point was below the stop's count.
+                let mut not_pending = h.clone();
+                not_pending.due.lo = not_pending.due.lo.max(stop.lo + 1);
+                next.push(not_pending);
+                h.due.hi = h.due.hi.min(stop.hi);
+            }
+            // Pending at the stop. Lost, unless its interrupt comes before
+            // the stop clears it: the next sample says (a final stop has no
+            // next sample, and a PERIOD's is counted from 0 again).
+            let at = Stop {
+                lo: stop.lo.max(h.due.lo),
+                ..stop
+            };
+            if stop.kind == StopKind::Switch {
+                h.pending_stop = Some((at.lo, at.hi));
+            } else {
+                lose_at_stop(&mut h, p, at, event(at.lo));
+            }
+            next.push(h);
+        }
+        self.hyps = next;
+        self.settle();
+    }
+
+    /// Stops may have gone unrecorded (the witness was throttled) since
+    /// the last sample: one of unknown count.
+    fn unwitnessed_stops(&mut self, time_ns: u64, cpu: u32) {
+        if std::mem::take(&mut self.stops_unwitnessed) || self.witness_throttled {
+            self.stop_unknown(time_ns, cpu, false);
+        }
+    }
+
+    /// A stop of unknown count since the last sample: lost or not, with
+    /// the grid kept or moved by an unknown amount.
+    ///
+    /// `after_pending`: a recorded stop of its own (after any earlier stop
+    /// that found an overflow pending, with no sample between): that
+    /// overflow was lost at the earlier stop, as in `stop_at`. Else (stops
+    /// the witness missed since the last sample, in unknown order with a
+    /// recorded one) it may also still be pending.
+    fn stop_unknown(&mut self, time_ns: u64, cpu: u32, after_pending: bool) {
+        let p = self.cfg.period;
+        let prev = self.prev_count;
+        let mut next = Vec::with_capacity(self.hyps.len() * 3);
+        for mut h in std::mem::take(&mut self.hyps) {
+            if let Some((lo, hi)) = h.pending_stop {
+                // Skipping the hypothesis's unknown-stop branches while an
+                // overflow was pending missed the losses of a second stop
+                // before the next sample: the grid fell behind and a later
+                // sample fit no hypothesis.
+                if !after_pending {
+                    next.push(h.clone());
+                }
+                h.pending_stop = None;
+                let earlier = Stop {
+                    lo,
+                    hi,
+                    kind: StopKind::Switch,
+                };
+                let event = InterruptEvent {
+                    kind: InterruptEventKind::Dropped,
+                    time_ns,
+                    cpu,
+                    count: lo,
+                    prev_count: prev,
+                    overflows: 1,
+                    stop_count: Some(lo),
+                    lateness: None,
+                    injected: false,
+                };
+                lose_at_stop(&mut h, p, earlier, event);
+            }
+            next.push(h.clone());
+            if h.due.unknown() {
+                continue;
+            }
+            let event = InterruptEvent {
+                kind: InterruptEventKind::Dropped,
+                time_ns,
+                cpu,
+                count: h.due.lo,
+                prev_count: prev,
+                overflows: 1,
+                stop_count: None,
+                lateness: None,
+                injected: false,
+            };
+            let mut kept = h.clone();
+            kept.tally.dropped += 1;
+            kept.tally.events.push(event);
+            kept.due = kept.due.plus(p);
+            next.push(kept);
+            // The grid moved by more than a period: a re-base at the
+            // restart, or several stops that each lost an overflow on the
+            // grid (rule 2 each time). Which one the records cannot say, so
+            // no re-base is claimed here: with it counted, every
+            // explanation left could claim a re-base that was two losses.
+            let mut moved = h;
+            moved.tally.dropped += 1;
+            moved.tally.events.push(event);
+            moved.due = Due {
+                lo: moved.due.lo.saturating_add(2 * p),
+                hi: u64::MAX,
+            };
+            next.push(moved);
+        }
+        self.hyps = next;
+        self.settle();
+    }
+
+    pub fn throttle(&mut self, time_ns: u64, witness: bool) {
+        if witness {
+            self.totals.witness_throttled += 1;
+            self.witness_throttled = true;
+            return;
+        }
+        self.totals.throttled += 1;
+        self.events.push(InterruptEvent {
+            kind: InterruptEventKind::Throttled,
+            time_ns,
+            cpu: u32::MAX,
+            count: self.prev_count.unwrap_or(0),
+            prev_count: self.prev_count,
+            overflows: 0,
+            stop_count: None,
+            lateness: None,
+            injected: false,
+        });
+    }
+
+    pub fn unthrottle(&mut self, witness: bool) {
+        if witness {
+            // Stops while it was throttled are unknown up to the next sample.
+            self.witness_throttled = false;
+            self.stops_unwitnessed = true;
+        } else {
+            self.totals.unthrottled += 1;
+            // Newer kernels (seen on 6.18) handle the first overflow after
+            // an unthrottle without writing its sample: a gap follows.
+            self.ring_gap = true;
+        }
+    }
+
+    /// The ring lost `lost` records: samples or stops up to the next sample
+    /// may be missing.
+    pub fn lost(&mut self, time_ns: u64, lost: u64) {
+        self.totals.lost_records += lost;
+        self.ring_gap = true;
+        self.events.push(InterruptEvent {
+            kind: InterruptEventKind::RecordsLost,
+            time_ns,
+            cpu: u32::MAX,
+            count: self.prev_count.unwrap_or(0),
+            prev_count: self.prev_count,
+            overflows: lost,
+            stop_count: None,
+            lateness: None,
+            injected: false,
+        });
+    }
+
+    /// Reset mode: the handler read `read`, then reset the count. Its
+    /// PERIOD stops the event a few user-mode events after the read (a
+    /// pending overflow is lost there like at any stop) and re-arms one
+    /// period from the restart, which is a few events after the RESET.
+    pub fn reset(&mut self, time_ns: u64, read: u64) {
+        self.prev_count = None;
+        if self.cfg.software {
+            return;
+        }
+        let slack = self.cfg.handler_slack + self.kernel_slack();
+        if self.ring_gap {
+            // A LOST record since the last sample: the overflows due by the
+            // PERIOD may have had their samples in the gap (the PERIOD
+            // re-arms after them anyway). The gap may also be after this
+            // reset (the LOST comes at the next sample): it stays open.
+            self.ring_gap_up_to(read.saturating_add(slack));
+        }
+        // Stops the witness missed since the last sample come before the
+        // PERIOD's: as at a sample (they were never considered without one).
+        self.unwitnessed_stops(time_ns, u32::MAX);
+        let stop = Stop {
+            lo: read,
+            hi: read.saturating_add(slack),
+            kind: StopKind::Period,
+        };
+        self.stop_at(time_ns, u32::MAX, stop);
+        let p = self.cfg.period;
+        for h in &mut self.hyps {
+            h.due = Due {
+                lo: p,
+                hi: p + slack,
+            };
+        }
+        self.settle();
+    }
+
+    /// The final DISABLE, after which the count was read: a stop whose
+    /// count is exact.
+    pub fn final_stop(&mut self, time_ns: u64, count: Option<u64>) {
+        if !self.cfg.software
+            && let Some(count) = count
+        {
+            if std::mem::take(&mut self.ring_gap) {
+                // A LOST record since the last sample: the overflows due
+                // by the end may have had their samples in the gap.
+                self.ring_gap_up_to(count);
+            }
+            // Stops the witness missed since the last sample come first:
+            // one may have lost the overflow this stop would find pending.
+            self.unwitnessed_stops(time_ns, u32::MAX);
+            let stop = Stop {
+                lo: count,
+                hi: count,
+                kind: StopKind::Final,
+            };
+            self.stop_at(time_ns, u32::MAX, stop);
+        }
+        self.settle_all();
+    }
+
+    fn software_sample(&mut self, time_ns: u64, cpu: u32, count: u64, injected: bool) {
+        let p = self.cfg.period;
+        let prev = self.prev_count;
+        let mut t = Tally::default();
+        t.claim(Class::OnTime, injected, |kind, lateness| InterruptEvent {
+            kind,
+            time_ns,
+            cpu,
+            count,
+            prev_count: prev,
+            overflows: 1,
+            stop_count: None,
+            lateness,
+            injected,
+        });
+        if let Some(prev) = prev {
+            // The hrtimer fires a period of task time apart; a gap of k
+            // periods is k - 1 periods it skipped.
+            let k = (count.saturating_sub(prev) + p / 2) / p;
+            if k >= 2 {
+                self.totals.timer_skips += k - 1;
+                self.events.push(InterruptEvent {
+                    kind: InterruptEventKind::TimerSkip,
+                    time_ns,
+                    cpu,
+                    count,
+                    prev_count: Some(prev),
+                    overflows: k - 1,
+                    stop_count: None,
+                    lateness: None,
+                    injected: false,
+                });
+            }
+        }
+        self.prev_count = Some(count);
+        self.commit(t);
+    }
+
+    /// After a LOST record: samples (or stops) are missing up to `count`.
+    /// The due points passed in the gap are counted `record_lost`, the grid
+    /// kept, and stops in the gap taken as unknown.
+    fn reanchor_after_ring_gap(&mut self, count: u64) {
+        if let Some(last) = count.checked_sub(self.cfg.period) {
+            self.ring_gap_up_to(last);
+        }
+        self.stops_unwitnessed = true;
+        self.merge();
+    }
+
+    /// The due points up to `last` passed in a ring gap: `record_lost`
+    /// (their samples, or the stops that lost them, may be in the gap), the
+    /// grid kept.
+    fn ring_gap_up_to(&mut self, last: u64) {
+        let p = self.cfg.period;
+        let mut record_lost = 0;
+        for h in &mut self.hyps {
+            h.pending_stop = None;
+            if h.due.unknown() || last < h.due.lo {
+                continue;
+            }
+            let k = (last - h.due.lo) / p + 1;
+            record_lost = record_lost.max(k);
+            h.due = h.due.plus(k * p);
+        }
+        self.totals.record_lost += record_lost;
+        self.totals.overflows += record_lost;
+    }
+
+    fn unexplained(&mut self, time_ns: u64, cpu: u32, count: u64, prev: Option<u64>) {
+        self.totals.unexplained += 1;
+        self.totals.overflows += 1;
+        // Not booked by any hypothesis: it is an interrupt all the same.
+        self.events.push(InterruptEvent {
+            kind: InterruptEventKind::Unexplained,
+            time_ns,
+            cpu,
+            count,
+            prev_count: prev,
+            overflows: 1,
+            stop_count: None,
+            lateness: None,
+            injected: false,
+        });
+        // Its own due point is unknown: at most a period back, unless it
+        // was re-based (then the next is a period on). Anchoring at count +
+        // p exactly took it for on time: if it was late, the next sample
+        // fell before that and was unexplained too, and so on.
+        let p = self.cfg.period;
+        self.hyps = vec![Hypothesis {
+            due: Due {
+                lo: count.saturating_add(1),
+                hi: count.saturating_add(p),
+            },
+            pending_stop: None,
+            tally: Tally::default(),
+        }];
+    }
+
+    /// Merges hypotheses in the same state and commits what they all claim.
+    fn settle(&mut self) {
+        self.merge();
+        if self.hyps.len() == 1 {
+            let t = std::mem::take(&mut self.hyps[0].tally);
+            self.commit(t);
+        }
+    }
+
+    /// At the end: what the remaining hypotheses disagree on is ambiguous.
+    fn settle_all(&mut self) {
+        let hyps = std::mem::take(&mut self.hyps);
+        if !hyps.is_empty() {
+            let t = combine(hyps.into_iter().map(|h| h.tally).collect());
+            self.commit(t);
+        }
+        self.hyps = vec![Hypothesis {
+            due: Due::exact(u64::MAX),
+            pending_stop: None,
+            tally: Tally::default(),
+        }];
+    }
+
+    fn merge(&mut self) {
+        if self.hyps.len() <= 1 {
+            return;
+        }
+        // (due, pending stop) -> the tallies of the hypotheses in that state.
+        type Group = (Due, Option<(u64, u64)>, Vec<Tally>);
+        let mut groups: Vec<Group> = Vec::new();
+        for h in std::mem::take(&mut self.hyps) {
+            match groups
+                .iter_mut()
+                .find(|g| g.0 == h.due && g.1 == h.pending_stop)
+            {
+                Some(g) => g.2.push(h.tally),
+                None => groups.push((h.due, h.pending_stop, vec![h.tally])),
+            }
+        }
+        let mut merged: Vec<Hypothesis> = groups
+            .into_iter()
+            .map(|(due, pending_stop, tallies)| Hypothesis {
+                due,
+                pending_stop,
+                tally: combine(tallies),
+            })
+            .collect();
+        if merged.len() > MAX_HYPOTHESES {
+            // Too many explanations to follow: settle them as ambiguous and
+            // follow the widest grid from here. An overflow pending at a
+            // stop is first resolved both ways (lost there, or taken as the
+            // next sample), so that the widest grid holds the grid after the
+            // loss and the loss is counted ambiguous: dropping the pending
+            // state left the grid a period behind (a later sample then fit
+            // no hypothesis) and the loss uncounted.
+            let p = self.cfg.period;
+            let mut resolved = Vec::with_capacity(merged.len() * 2);
+            for mut h in merged {
+                if let Some((lo, hi)) = h.pending_stop.take() {
+                    let mut lost = h.clone();
+                    let stop = Stop {
+                        lo,
+                        hi,
+                        kind: StopKind::Switch,
+                    };
+                    let event = InterruptEvent {
+                        kind: InterruptEventKind::Dropped,
+                        time_ns: lost.tally.events.last().map_or(0, |e| e.time_ns),
+                        cpu: u32::MAX,
+                        count: lo,
+                        prev_count: self.prev_count,
+                        overflows: 1,
+                        stop_count: Some(lo),
+                        lateness: None,
+                        injected: false,
+                    };
+                    lose_at_stop(&mut lost, p, stop, event);
+                    resolved.push(lost);
+                }
+                resolved.push(h);
+            }
+            let merged_in = resolved;
+            let lo = merged_in.iter().map(|h| h.due.lo).min().unwrap_or(0);
+            let hi = merged_in.iter().map(|h| h.due.hi).max().unwrap_or(u64::MAX);
+            let t = combine(merged_in.into_iter().map(|h| h.tally).collect());
+            merged = vec![Hypothesis {
+                due: Due { lo, hi },
+                pending_stop: None,
+                tally: t,
+            }];
+        }
+        self.hyps = merged;
+    }
+
+    fn commit(&mut self, t: Tally) {
+        let tot = &mut self.totals;
+        tot.on_time += t.on_time;
+        tot.late += t.late;
+        tot.rebased_in_handler += t.rebased_in_handler;
+        tot.dropped += t.dropped;
+        tot.rebased_at_restart += t.rebased_at_restart;
+        tot.dropped_at_final_stop += t.dropped_at_final_stop;
+        tot.ambiguous += t.ambiguous;
+        tot.overflows += t.on_time + t.late + t.rebased_in_handler + t.dropped + t.ambiguous;
+        for l in t.latencies {
+            let _ = self.latency.record(l);
+        }
+        self.events.extend(t.events);
+    }
+}
+
+/// How a sample relates to its due point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    OnTime,
+    Late,
+    /// A period or more late (by this much): the driver re-based.
+    Rebased(u64),
+}
+
+impl Tally {
+    /// Books one sample; an injected one is a drop by our hand instead.
+    fn claim(
+        &mut self,
+        class: Class,
+        injected: bool,
+        event: impl Fn(InterruptEventKind, Option<u64>) -> InterruptEvent,
+    ) {
+        if injected {
+            self.dropped += 1;
+            self.injected += 1;
+            self.events.push(event(InterruptEventKind::Dropped, None));
+            return;
+        }
+        match class {
+            Class::OnTime => self.on_time += 1,
+            Class::Late => self.late += 1,
+            Class::Rebased(lateness) => {
+                self.rebased_in_handler += 1;
+                self.latencies.push(lateness);
+                self.events
+                    .push(event(InterruptEventKind::RebasedInHandler, Some(lateness)));
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopKind {
+    /// A context switch: an NMI may still take the pending interrupt before
+    /// the stop clears it.
+    Switch,
+    /// PERF_EVENT_IOC_PERIOD in reset mode.
+    Period,
+    /// The final DISABLE.
+    Final,
+}
+
+/// A stop whose count is in [lo, hi].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stop {
+    lo: u64,
+    hi: u64,
+    kind: StopKind,
+}
+
+/// The pending overflow of `stop` was lost: the restart re-arms by the
+/// driver's rules from the stop's count.
+fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: InterruptEvent) {
+    h.tally.dropped += 1;
+    h.tally.dropped_at_final_stop += u64::from(stop.kind == StopKind::Final);
+    h.tally.events.push(event);
+    if stop.kind != StopKind::Switch {
+        // No re-arm rule runs on a lost overflow's behalf here, so no
+        // re-base to count: the final DISABLE never restarts the event, and
+        // PERIOD sets period_left to 0 before its restart (rule 2 from the
+        // restart; `reset` sets the grid from there).
+        h.due = h.due.plus(p);
+        return;
+    }
+    if stop.lo >= h.due.hi.saturating_add(p) {
+        // Rule 1: a whole period past the due point; re-based.
+        h.tally.rebased_at_restart += 1;
+        h.due = Due {
+            lo: stop.lo.saturating_add(p),
+            hi: stop.hi.saturating_add(p),
+        };
+    } else if stop.hi < h.due.lo.saturating_add(p) {
+        // Rule 2: the grid is kept.
+        h.due = h.due.plus(p);
+    } else {
+        // Rule 1 or 2 depending on where in [lo, hi] the stop was.
+        h.due = Due {
+            lo: h.due.lo.saturating_add(p),
+            hi: stop.hi.saturating_add(p),
+        };
+    }
+}
+
+/// The tallies of hypotheses that reached the same state: what they all
+/// claim is kept, the drops some claim and others do not are ambiguous.
+/// Every hypothesis books each sample as one interrupt, so they differ only
+/// in drops and in which interrupts were a period late.
+fn combine(mut tallies: Vec<Tally>) -> Tally {
+    if tallies.len() == 1 {
+        return tallies.pop().expect("one tally");
+    }
+    let min = |f: fn(&Tally) -> u64| tallies.iter().map(f).min().unwrap_or(0);
+    let max = |f: fn(&Tally) -> u64| tallies.iter().map(f).max().unwrap_or(0);
+    let dropped = min(|t| t.dropped);
+    let ambiguous = max(|t| t.dropped + t.ambiguous) - dropped;
+    let rebased_in_handler = min(|t| t.rebased_in_handler);
+    let rebased_at_restart = min(|t| t.rebased_at_restart);
+    let dropped_at_final_stop = min(|t| t.dropped_at_final_stop);
+    let injected = min(|t| t.injected);
+    // Keep the explanation with the fewest drops: its drops are certain in
+    // number, and its interrupts are the samples.
+    let best = tallies
+        .iter()
+        .position(|t| t.dropped == dropped)
+        .unwrap_or(0);
+    let mut t = tallies.swap_remove(best);
+    // Interrupts a period late under it but not under every explanation
+    // were late at least.
+    let mut unsure_rebases = t.rebased_in_handler - rebased_in_handler;
+    t.late += unsure_rebases;
+    t.rebased_in_handler = rebased_in_handler;
+    while unsure_rebases > 0 {
+        match t
+            .events
+            .iter()
+            .rposition(|e| e.kind == InterruptEventKind::RebasedInHandler)
+        {
+            Some(i) => {
+                t.events.remove(i);
+                unsure_rebases -= 1;
+            }
+            None => break,
+        }
+    }
+    t.ambiguous = ambiguous;
+    t.rebased_at_restart = rebased_at_restart;
+    t.dropped_at_final_stop = dropped_at_final_stop;
+    t.injected = injected;
+    if ambiguous > 0 {
+        let at = t.events.last().copied().or_else(|| {
+            tallies
+                .iter()
+                .filter_map(|o| o.events.last().copied())
+                .next()
+        });
+        if let Some(e) = at {
+            t.events.push(InterruptEvent {
+                kind: InterruptEventKind::Ambiguous,
+                overflows: ambiguous,
+                lateness: None,
+                injected: false,
+                ..e
+            });
+        }
+    }
+    t
+}

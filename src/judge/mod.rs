@@ -1,0 +1,91 @@
+/*!
+The judge: one worker's observation stream in, every overflow and every
+delivery accounted for, out.
+
+Two judgements that never mix:
+
+- `interrupts`: from the kernel's own records alone (sample counts, stops,
+  throttle and lost records, the final count), replaying the driver's re-arm
+  rules: each overflow is an interrupt on time, late, a period or more late
+  (the driver re-based), dropped, ambiguous, or in a ring gap.
+- `deliveries`: the signals against those interrupts: one signal each,
+  coalesced, late, a SIGIO fallback, unmatched. A delivery problem never
+  changes the interrupt verdict, and no interrupt verdict depends on when a
+  signal came.
+
+`worker` runs both over the stream (`stream`), applies `--inject-drop-every`
+as a filter before judgement, and turns what they found into anomalies
+(`kinds`) with the context a maintainer asks for. `model` is a driver model
+that generates streams with their ground truth, for the property tests.
+*/
+
+pub mod deliveries;
+pub mod interrupts;
+pub mod kinds;
+pub mod model;
+pub mod stream;
+pub mod worker;
+
+use serde::{Deserialize, Serialize};
+
+pub use deliveries::{ClosedWindow, DeliveryTotals};
+pub use interrupts::InterruptTotals;
+pub use kinds::AnomalyKind;
+pub use stream::{Delivery, Observation, Row};
+pub use worker::{Anomaly, WorkerJudge, WorkerVerdict};
+
+/// How the counter is re-armed between overflows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// One fixed sample_period; deltas are differences of read() values.
+    Free,
+    /// rr-style: RESET + PERIOD after every signal; the read value is the delta.
+    Reset,
+}
+
+/// User-mode events our handler runs between its read and the PERIOD that
+/// re-arms (reset mode): the stop inside PERIOD is at most this far past the
+/// read. The handler's code there is a few dozen instructions.
+pub const HANDLER_SLACK: u64 = 1_000;
+
+/// Everything the judge needs to know about the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgeConfig {
+    pub period: u64,
+    /// How far past its interrupt a signal's read may be and be on time.
+    pub skid: u64,
+    /// How far past its due point an interrupt may be taken and be on time.
+    pub interrupt_skid: u64,
+    pub mode: Mode,
+    /// A software clock (no PMU, no re-arm grid).
+    pub software: bool,
+    /// Kernel mode is counted: a stop's count is only a lower bound.
+    pub include_kernel: bool,
+    /// Discard every Nth interrupt and its signal (0: never).
+    pub inject_drop_every: u64,
+    /// Counting kernel mode: how far the count may move between the switch
+    /// witness's read and the stop (the scheduler's own path).
+    pub stop_slack: u64,
+    /// Reset mode: see `HANDLER_SLACK`.
+    pub handler_slack: u64,
+}
+
+impl JudgeConfig {
+    /// The settings for a run; the slacks follow from the counting mode.
+    pub fn new(period: u64, skid: u64, interrupt_skid: u64, mode: Mode) -> JudgeConfig {
+        JudgeConfig {
+            period,
+            skid,
+            interrupt_skid,
+            mode,
+            software: false,
+            include_kernel: false,
+            inject_drop_every: 0,
+            // Not measured yet: any count below the next due point may be
+            // the stop's, so the judge follows both explanations.
+            stop_slack: period - 1,
+            handler_slack: HANDLER_SLACK,
+        }
+    }
+}

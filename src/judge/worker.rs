@@ -1,0 +1,347 @@
+/*!
+One worker's judge: the stream in, both judgements and the anomalies out.
+
+`--inject-drop-every N` is a filter in front of judgement: every Nth sample
+record is discarded as if its interrupt had never come, and the signal that
+belongs to it with it. The interrupt judge books it where it happened, as a
+drop by our hand, so the self-test's drops land exactly where they were made.
+
+Pure and bounded: the judges keep at most a few hypotheses and the
+unsignalled interrupts, so it is tested with synthetic streams and replays a
+recorded run exactly.
+*/
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::deliveries::{DeliveryEvent, DeliveryEventKind, DeliveryJudge, DeliveryTotals};
+use super::interrupts::{InterruptEvent, InterruptEventKind, InterruptJudge, InterruptTotals};
+use super::kinds::AnomalyKind;
+use super::stream::{Delivery, Observation};
+use super::{ClosedWindow, JudgeConfig, Mode};
+
+/// One anomaly, with everything a maintainer asks about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Anomaly {
+    pub worker: usize,
+    /// The last overflow signal before it (1-based; 0: none yet).
+    pub signal_seq: u64,
+    pub time_ns: u64,
+    /// Interrupt kinds: the count between the interrupts around it (~k
+    /// periods for k - 1 lost interrupts). Delivery kinds: how far past its
+    /// interrupt the signal read (0 when unknown).
+    pub delta: u64,
+    pub period: u64,
+    pub skid: u64,
+    pub kind: AnomalyKind,
+    /// Overflows it concerns.
+    pub missed: u64,
+    /// Of those, interrupts that never happened.
+    pub dropped: u64,
+    pub cpu_before: Option<u32>,
+    pub cpu_after: u32,
+    /// Time since the migrator last moved this worker, if it ever did.
+    pub since_migration_ns: Option<u64>,
+    /// Interrupts (sample records) seen so far.
+    pub kernel_samples: u64,
+    /// Overflows we discarded on purpose among them.
+    pub injected: u64,
+    /// The count between the two interrupts around it.
+    pub interrupt_gap: Option<u64>,
+}
+
+/// What one worker's run amounts to.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkerVerdict {
+    pub worker: usize,
+    pub interrupts: InterruptTotals,
+    pub deliveries: DeliveryTotals,
+    /// Anomalies per kind.
+    pub anomalies: BTreeMap<AnomalyKind, u64>,
+    /// Signals whose CPU differed from the previous signal's.
+    pub cpu_changes: u64,
+    /// Moves the migrator reported.
+    pub moves: u64,
+    pub final_count: Option<u64>,
+}
+
+pub struct WorkerJudge {
+    worker: usize,
+    cfg: JudgeConfig,
+    interrupts: InterruptJudge,
+    deliveries: DeliveryJudge,
+    /// Samples seen, injected ones included (what the injection counts).
+    samples_seen: u64,
+    /// Reset mode: the last read, where the handler's PERIOD stops the event.
+    last_read: u64,
+    last_move: Option<u64>,
+    /// CPU of the last kernel record or signal.
+    cpu: Option<u32>,
+    prev_signal_cpu: Option<u32>,
+    signal_seq: u64,
+    verdict: WorkerVerdict,
+    ievents: Vec<InterruptEvent>,
+    devents: Vec<DeliveryEvent>,
+    /// Our own observations since the last kernel record (see `observe`).
+    held: Vec<Observation>,
+}
+
+impl WorkerJudge {
+    pub fn new(worker: usize, cfg: JudgeConfig) -> WorkerJudge {
+        WorkerJudge {
+            worker,
+            cfg,
+            interrupts: InterruptJudge::new(cfg),
+            deliveries: DeliveryJudge::new(worker, cfg),
+            samples_seen: 0,
+            last_read: 0,
+            last_move: None,
+            cpu: None,
+            prev_signal_cpu: None,
+            signal_seq: 0,
+            verdict: WorkerVerdict {
+                worker,
+                ..WorkerVerdict::default()
+            },
+            ievents: Vec::new(),
+            devents: Vec::new(),
+            held: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &JudgeConfig {
+        &self.cfg
+    }
+
+    /// Feeds one observation; pushes the window a signal closes and the
+    /// anomalies it settles.
+    ///
+    /// Our own observations (signals, resets, moves) are held until the
+    /// next kernel record: the kernel writes a LOST record only when it next
+    /// writes one, so records it lost (a sample whose signal and, in reset
+    /// mode, reset came already) are reported after them. A LOST is judged
+    /// before what was held since the last kernel record; judged after
+    /// them, a reset's PERIOD found the lost sample's overflow pending and
+    /// counted it dropped.
+    pub fn observe(
+        &mut self,
+        obs: &Observation,
+        windows: &mut Vec<ClosedWindow>,
+        anomalies: &mut Vec<Anomaly>,
+    ) {
+        let lost = matches!(obs, Observation::Lost { .. });
+        if !lost && !obs.is_kernel() && !matches!(obs, Observation::Final { .. }) {
+            self.held.push(*obs);
+            return;
+        }
+        if lost {
+            self.apply(obs, windows, anomalies);
+        }
+        for held in std::mem::take(&mut self.held) {
+            self.apply(&held, windows, anomalies);
+        }
+        if !lost {
+            self.apply(obs, windows, anomalies);
+        }
+    }
+
+    fn apply(
+        &mut self,
+        obs: &Observation,
+        windows: &mut Vec<ClosedWindow>,
+        anomalies: &mut Vec<Anomaly>,
+    ) {
+        match *obs {
+            Observation::Sample {
+                time_ns,
+                cpu,
+                count,
+            } => {
+                self.samples_seen += 1;
+                let n = self.cfg.inject_drop_every;
+                let injected = n > 0 && self.samples_seen.is_multiple_of(n);
+                self.interrupts.sample(time_ns, cpu, count, injected);
+                self.deliveries.interrupt(count, injected);
+                self.cpu = Some(cpu);
+            }
+            Observation::Stop {
+                time_ns,
+                cpu,
+                count,
+            } => self.interrupts.stop(time_ns, cpu, count),
+            Observation::Throttle { time_ns, witness } => {
+                self.interrupts.throttle(time_ns, witness);
+                if !witness {
+                    self.deliveries.throttle();
+                }
+            }
+            Observation::Unthrottle { witness, .. } => {
+                self.interrupts.unthrottle(witness);
+                if !witness {
+                    self.deliveries.unthrottle();
+                }
+            }
+            Observation::Lost { time_ns, lost } => {
+                self.interrupts.lost(time_ns, lost);
+                self.deliveries.lost(lost);
+            }
+            Observation::Signal {
+                time_ns,
+                cpu,
+                value,
+                delivery,
+                ..
+            } => {
+                if delivery == Delivery::Overflow {
+                    self.last_read = value;
+                }
+                if let Some(w) = self.deliveries.signal(time_ns, cpu, value, delivery) {
+                    self.signal_seq = w.signal_seq;
+                    if self.prev_signal_cpu.replace(cpu).is_some_and(|c| c != cpu) {
+                        self.verdict.cpu_changes += 1;
+                    }
+                    windows.push(w);
+                }
+                self.cpu = Some(cpu);
+            }
+            Observation::Reset { time_ns } => {
+                if self.cfg.mode == Mode::Reset {
+                    self.interrupts.reset(time_ns, self.last_read);
+                    self.deliveries.reset();
+                }
+            }
+            Observation::Wakeup { .. } => self.deliveries.wakeup(),
+            Observation::Move { time_ns, .. } => {
+                self.last_move = Some(time_ns);
+                self.verdict.moves += 1;
+            }
+            Observation::Final { time_ns, count } => {
+                self.verdict.final_count = count;
+                self.interrupts.final_stop(time_ns, count);
+                self.deliveries.finish();
+            }
+        }
+        self.collect(anomalies);
+    }
+
+    /// Overflows accounted for so far, and how many were dropped.
+    pub fn progress(&self) -> (u64, u64) {
+        let t = self.interrupts.totals();
+        (t.overflows, t.dropped)
+    }
+
+    pub fn interrupts(&self) -> &InterruptTotals {
+        self.interrupts.totals()
+    }
+
+    pub fn deliveries(&self) -> &DeliveryTotals {
+        self.deliveries.totals()
+    }
+
+    /// Interrupt lateness: events past the due point.
+    pub fn latency(&self) -> &Histogram<u64> {
+        self.interrupts.latency()
+    }
+
+    /// Deltas between consecutive signals' reads.
+    pub fn deltas(&self) -> &Histogram<u64> {
+        self.deliveries.deltas()
+    }
+
+    /// The totals; complete once a `Final` was observed.
+    pub fn verdict(&self) -> WorkerVerdict {
+        WorkerVerdict {
+            interrupts: self.interrupts.totals().clone(),
+            deliveries: self.deliveries.totals().clone(),
+            ..self.verdict.clone()
+        }
+    }
+
+    fn collect(&mut self, anomalies: &mut Vec<Anomaly>) {
+        self.interrupts.take_events(&mut self.ievents);
+        self.deliveries.take_events(&mut self.devents);
+        for e in std::mem::take(&mut self.ievents) {
+            let a = self.interrupt_anomaly(&e);
+            *self.verdict.anomalies.entry(a.kind).or_default() += 1;
+            anomalies.push(a);
+        }
+        for e in std::mem::take(&mut self.devents) {
+            let a = self.delivery_anomaly(&e);
+            *self.verdict.anomalies.entry(a.kind).or_default() += 1;
+            anomalies.push(a);
+        }
+    }
+
+    fn base(&self, kind: AnomalyKind, time_ns: u64, cpu: u32) -> Anomaly {
+        Anomaly {
+            worker: self.worker,
+            signal_seq: self.signal_seq,
+            time_ns,
+            delta: 0,
+            period: self.cfg.period,
+            skid: self.cfg.skid,
+            kind,
+            missed: 0,
+            dropped: 0,
+            cpu_before: self.cpu.filter(|&c| c != cpu),
+            cpu_after: cpu,
+            since_migration_ns: self.last_move.map(|m| time_ns.saturating_sub(m)),
+            kernel_samples: self.interrupts.totals().samples,
+            injected: 0,
+            interrupt_gap: None,
+        }
+    }
+
+    fn interrupt_anomaly(&self, e: &InterruptEvent) -> Anomaly {
+        let kind = match e.kind {
+            InterruptEventKind::Dropped => AnomalyKind::DroppedInterrupt,
+            InterruptEventKind::Ambiguous => AnomalyKind::Ambiguous,
+            InterruptEventKind::RebasedInHandler => AnomalyKind::LateInterrupt,
+            InterruptEventKind::Throttled => AnomalyKind::Throttled,
+            InterruptEventKind::RecordsLost => AnomalyKind::WitnessLost,
+            InterruptEventKind::TimerSkip => AnomalyKind::SoftwareTimerSkip,
+            InterruptEventKind::Unexplained => AnomalyKind::Unexplained,
+        };
+        let gap = e.prev_count.map(|p| e.count.saturating_sub(p));
+        let cpu = if e.cpu == u32::MAX {
+            self.cpu.unwrap_or(u32::MAX)
+        } else {
+            e.cpu
+        };
+        Anomaly {
+            delta: gap.unwrap_or(e.count),
+            missed: e.overflows,
+            dropped: if kind == AnomalyKind::DroppedInterrupt {
+                e.overflows
+            } else {
+                0
+            },
+            injected: u64::from(e.injected),
+            interrupt_gap: gap,
+            ..self.base(kind, e.time_ns, cpu)
+        }
+    }
+
+    fn delivery_anomaly(&self, e: &DeliveryEvent) -> Anomaly {
+        let kind = match e.kind {
+            DeliveryEventKind::Coalesced => AnomalyKind::CoalescedSignal,
+            DeliveryEventKind::QueueOverflow => AnomalyKind::SignalQueueOverflow,
+            DeliveryEventKind::LateByAPeriod => AnomalyKind::LateSignal,
+            DeliveryEventKind::Unmatched => AnomalyKind::UnmatchedSignal,
+            DeliveryEventKind::ToolError => AnomalyKind::ToolError,
+        };
+        let cpu = if e.cpu == u32::MAX {
+            self.cpu.unwrap_or(u32::MAX)
+        } else {
+            e.cpu
+        };
+        Anomaly {
+            signal_seq: e.signal_seq.max(self.signal_seq),
+            delta: e.interrupt.map_or(0, |i| e.value.saturating_sub(i)),
+            missed: u64::from(kind == AnomalyKind::CoalescedSignal),
+            ..self.base(kind, e.time_ns, cpu)
+        }
+    }
+}

@@ -1,0 +1,366 @@
+/*!
+`pmustress replay`: judge a recorded observation stream again.
+
+A results directory's `raw.csv.gz` holds every observation the judge saw, in
+order, and its `run.json` (the final one, or the one a killed run left)
+holds the judge's settings. Replaying runs the current judge over that
+stream and compares what it finds with what the run recorded: the same code
+on the same stream must give the same totals and verdict, so a difference is
+a change in the judge (or a bug) that the replay names field by field.
+
+A bare stream (`replay FILE --period N ...`) is judged with the settings
+given on the command line. Nothing is written unless asked.
+
+The stream is read as it was written: gzip members one after another, each
+whole; a run killed mid-write leaves a partial last member, which is
+reported and skipped, so everything before it still replays.
+*/
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use flate2::read::MultiGzDecoder;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::judge::stream::{HEADER, Row};
+use crate::judge::{DeliveryTotals, InterruptTotals, JudgeConfig, WorkerJudge};
+use crate::results::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, coincidences, stream_reasons};
+
+/// Observations read, and where the file ended early.
+pub struct Stream {
+    pub rows: Vec<Row>,
+    /// Why reading stopped before the end of the file, if it did.
+    pub truncated: Option<String>,
+}
+
+/// Reads a stream: gzip (one or more members) or plain CSV.
+pub fn read_stream(path: &Path) -> Result<Stream> {
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut magic = [0u8; 2];
+    let n = file.read(&mut magic).context("reading the stream")?;
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let reader: Box<dyn BufRead> = if n == 2 && magic == [0x1f, 0x8b] {
+        Box::new(BufReader::new(MultiGzDecoder::new(BufReader::new(file))))
+    } else {
+        Box::new(BufReader::new(file))
+    };
+    parse_stream(reader, &path.display().to_string())
+}
+
+fn parse_stream(reader: impl BufRead, name: &str) -> Result<Stream> {
+    let mut rows = Vec::new();
+    let mut truncated = None;
+    let mut pending = String::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                truncated = Some(format!("{name}: stopped after line {i}: {e}"));
+                break;
+            }
+        };
+        if i == 0 {
+            if line.trim_end() != HEADER {
+                bail!("{name}: the first line is not the header {HEADER:?}");
+            }
+            continue;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        // A line cut by the end of a partial member has no newline; keep
+        // whole lines only.
+        pending.clear();
+        pending.push_str(&line);
+        match pending.parse::<Row>() {
+            Ok(r) => rows.push(r),
+            Err(e) => bail!("{name}: line {}: {e}", i + 1),
+        }
+    }
+    Ok(Stream { rows, truncated })
+}
+
+/// What a replay found, per worker and in total.
+#[derive(Debug, Clone, Serialize)]
+pub struct Replayed {
+    pub workers: BTreeMap<usize, (InterruptTotals, DeliveryTotals)>,
+    pub interrupts: InterruptTotals,
+    pub deliveries: DeliveryTotals,
+    pub expected_coincidences: f64,
+    /// Why the stream itself makes the run inconclusive.
+    pub inconclusive_because: Vec<String>,
+    pub verdict: &'static str,
+    pub exit_status: i32,
+}
+
+/// Judges `rows` with `cfg`, one judge per worker.
+pub fn judge(rows: &[Row], cfg: JudgeConfig) -> Replayed {
+    let mut judges: BTreeMap<usize, WorkerJudge> = BTreeMap::new();
+    let (mut windows, mut anomalies) = (Vec::new(), Vec::new());
+    for row in rows {
+        judges
+            .entry(row.worker)
+            .or_insert_with(|| WorkerJudge::new(row.worker, cfg))
+            .observe(&row.observation, &mut windows, &mut anomalies);
+        windows.clear();
+        anomalies.clear();
+    }
+    let mut interrupts = InterruptTotals::default();
+    let mut deliveries = DeliveryTotals::default();
+    let mut workers = BTreeMap::new();
+    for (w, j) in judges {
+        interrupts.add(j.interrupts());
+        deliveries.add(j.deliveries());
+        workers.insert(w, (j.interrupts().clone(), j.deliveries().clone()));
+    }
+    let expected = coincidences(&interrupts, cfg.interrupt_skid, cfg.period);
+    let reasons = stream_reasons(&interrupts, &deliveries, expected, cfg.software);
+    let (verdict, exit_status) = if interrupts.dropped > 0 {
+        ("dropped", EXIT_DROPPED)
+    } else if !reasons.is_empty() {
+        ("inconclusive", EXIT_CANNOT_TEST)
+    } else {
+        ("clean", EXIT_CLEAN)
+    };
+    Replayed {
+        workers,
+        interrupts,
+        deliveries,
+        expected_coincidences: expected,
+        inconclusive_because: reasons,
+        verdict,
+        exit_status,
+    }
+}
+
+/// A results directory replayed against its own run.json.
+pub struct DirReplay {
+    pub replayed: Replayed,
+    pub truncated: Option<String>,
+    /// Fields where the replay and run.json differ: (field, run, replay).
+    pub differences: Vec<(String, String, String)>,
+    /// The run's verdict and status, as run.json has them.
+    pub run_verdict: String,
+    pub run_exit_status: Option<i64>,
+    /// The verdict the replay gives the run: the stream's judgement plus
+    /// run.json's reasons that do not come from the stream (a stalled
+    /// worker, an interruption).
+    pub verdict: String,
+    pub exit_status: i32,
+}
+
+pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
+    let path = dir.join("run.json");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let json: Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let cfg: JudgeConfig = serde_json::from_value(json.get("judge").cloned().context(
+        "run.json has no \"judge\" settings (written by pmustress before replay existed?)",
+    )?)
+    .context("reading run.json's \"judge\" settings")?;
+    let stream = read_stream(&dir.join("raw.csv.gz"))?;
+    let replayed = judge(&stream.rows, cfg);
+    let mut differences = Vec::new();
+    let finished = json.get("totals").is_some();
+    if finished {
+        compare(
+            "totals.interrupts",
+            json.pointer("/totals/interrupts"),
+            &replayed.interrupts,
+            &mut differences,
+        );
+        compare(
+            "totals.deliveries",
+            json.pointer("/totals/deliveries"),
+            &replayed.deliveries,
+            &mut differences,
+        );
+        for w in json
+            .get("workers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(n) = w.get("worker").and_then(Value::as_u64) else {
+                continue;
+            };
+            let mine = replayed.workers.get(&(n as usize));
+            let empty = (InterruptTotals::default(), DeliveryTotals::default());
+            let (i, d) = mine.unwrap_or(&empty);
+            compare(
+                &format!("workers[{n}].interrupts"),
+                w.get("interrupts"),
+                i,
+                &mut differences,
+            );
+            compare(
+                &format!("workers[{n}].deliveries"),
+                w.get("deliveries"),
+                d,
+                &mut differences,
+            );
+        }
+    }
+    let run_verdict = json
+        .get("verdict")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_string();
+    let run_exit_status = json.get("exit_status").and_then(Value::as_i64);
+    // run.json's reasons that the stream does not give: those the run's own
+    // totals would not produce either.
+    let stream_words: Vec<String> = match (
+        json.pointer("/totals/interrupts")
+            .cloned()
+            .and_then(|v| serde_json::from_value::<InterruptTotals>(v).ok()),
+        json.pointer("/totals/deliveries")
+            .cloned()
+            .and_then(|v| serde_json::from_value::<DeliveryTotals>(v).ok()),
+    ) {
+        (Some(i), Some(d)) => stream_reasons(
+            &i,
+            &d,
+            json.pointer("/totals/expected_coincidences")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0),
+            cfg.software,
+        ),
+        _ => Vec::new(),
+    };
+    let other: Vec<String> = json
+        .get("inconclusive_because")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|r| !stream_words.iter().any(|w| w == r))
+        .map(str::to_string)
+        .collect();
+    let (verdict, exit_status) = match (run_verdict.as_str(), run_exit_status) {
+        ("interrupted", Some(s)) => ("interrupted".to_string(), s as i32),
+        _ if replayed.exit_status == EXIT_DROPPED => ("dropped".to_string(), EXIT_DROPPED),
+        _ if replayed.exit_status == EXIT_CANNOT_TEST || !other.is_empty() || !finished => {
+            ("inconclusive".to_string(), EXIT_CANNOT_TEST)
+        }
+        _ => ("clean".to_string(), EXIT_CLEAN),
+    };
+    if finished && verdict != run_verdict {
+        differences.push(("verdict".to_string(), run_verdict.clone(), verdict.clone()));
+    }
+    Ok(DirReplay {
+        replayed,
+        truncated: stream.truncated,
+        differences,
+        run_verdict,
+        run_exit_status,
+        verdict,
+        exit_status,
+    })
+}
+
+/// Field-by-field differences between run.json's object and ours.
+fn compare<T: Serialize>(
+    name: &str,
+    recorded: Option<&Value>,
+    ours: &T,
+    out: &mut Vec<(String, String, String)>,
+) {
+    let ours = serde_json::to_value(ours).unwrap_or(Value::Null);
+    let Some(Value::Object(recorded)) = recorded else {
+        out.push((name.to_string(), "missing".to_string(), ours.to_string()));
+        return;
+    };
+    if let Value::Object(ours) = &ours {
+        for (k, v) in ours {
+            let theirs = recorded.get(k).cloned().unwrap_or(Value::Null);
+            if &theirs != v {
+                out.push((format!("{name}.{k}"), theirs.to_string(), v.to_string()));
+            }
+        }
+    }
+}
+
+/// The text a replay prints: the judgement's accounting lines, then how it
+/// compares with the run.
+pub fn summary(r: &Replayed) -> String {
+    let mut s = crate::report::accounting(&r.interrupts, &r.deliveries, "");
+    for reason in &r.inconclusive_because {
+        let _ = writeln!(s, "inconclusive: {reason}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::{Mode, Observation};
+
+    fn rows(obs: &[Observation]) -> String {
+        let mut s = format!("{HEADER}\n");
+        for o in obs {
+            let _ = writeln!(
+                s,
+                "{}",
+                Row {
+                    worker: 0,
+                    observation: *o
+                }
+            );
+        }
+        s
+    }
+
+    #[test]
+    fn a_lost_interrupt_at_a_stop_replays_as_one_drop() {
+        let p = 100_000;
+        let text = rows(&[
+            Observation::Sample {
+                time_ns: 1,
+                cpu: 0,
+                count: p,
+            },
+            // Stopped 30,000 past the second due point, its interrupt not
+            // taken: lost; the grid is kept.
+            Observation::Stop {
+                time_ns: 2,
+                cpu: 0,
+                count: Some(2 * p + 30_000),
+            },
+            Observation::Sample {
+                time_ns: 3,
+                cpu: 1,
+                count: 3 * p,
+            },
+            Observation::Final {
+                time_ns: 4,
+                count: Some(3 * p + 10),
+            },
+        ]);
+        let stream = parse_stream(text.as_bytes(), "test").unwrap();
+        let r = judge(&stream.rows, JudgeConfig::new(p, 0, 0, Mode::Free));
+        assert_eq!(
+            (
+                r.interrupts.samples,
+                r.interrupts.dropped,
+                r.interrupts.overflows
+            ),
+            (2, 1, 3)
+        );
+        assert_eq!((r.verdict, r.exit_status), ("dropped", EXIT_DROPPED));
+    }
+
+    #[test]
+    fn a_bad_line_is_named_and_a_missing_header_refused() {
+        let e = parse_stream("nope\n".as_bytes(), "f").err().unwrap();
+        assert!(e.to_string().contains("header"), "{e}");
+        let text = format!("{HEADER}\n0,sample,1,0,5,\n0,sample,x,0,5,\n");
+        let e = parse_stream(text.as_bytes(), "f").err().unwrap();
+        assert!(e.to_string().contains("line 3"), "{e}");
+    }
+}
