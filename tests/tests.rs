@@ -9,6 +9,7 @@ mod completions;
 mod env;
 mod interrupt;
 mod matrix;
+mod model;
 mod output;
 mod plot;
 mod reliability;

@@ -1,0 +1,649 @@
+/*!
+Property tests of the judge against the driver model (`judge::model`).
+
+Each property draws settings per seed (latency up to 3 periods, pseudo-NMI on
+or off, stop and migration rates, free and reset mode, injection,
+throttling, ring gaps, counting kernel mode), generates streams with their
+ground truth, runs `WorkerJudge` over each (the last observation is the
+`Final`) and requires the truth back: exactly where the stream has one
+explanation, within the documented bounds where it has several.
+
+Each property generates at least `PMUSTRESS_MODEL_OVERFLOWS` overflows
+(default 10^6) in streams of a few thousand to 40,000 overflows. A failure
+prints the seed, the settings, the truth and the verdict, the smallest
+number of overflows with that seed that still fails and the stream's end;
+`PMUSTRESS_MODEL_SEED=N` starts a property at seed N to replay it.
+*/
+
+use pmustress::judge::model::{self, Generated, ModelConfig, Taken, Truth};
+use pmustress::judge::{Mode, Observation, WorkerJudge, WorkerVerdict};
+
+/// Overflows per property: `PMUSTRESS_MODEL_OVERFLOWS` or 10^6.
+fn budget() -> u64 {
+    std::env::var("PMUSTRESS_MODEL_OVERFLOWS")
+        .ok()
+        .and_then(|v| v.replace('_', "").parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+fn judge(cfg: &ModelConfig, g: &Generated) -> WorkerVerdict {
+    let mut j = WorkerJudge::new(0, cfg.judge_config());
+    let mut windows = Vec::new();
+    let mut anomalies = Vec::new();
+    for o in &g.observations {
+        j.observe(o, &mut windows, &mut anomalies);
+        windows.clear();
+        anomalies.clear();
+    }
+    j.verdict()
+}
+
+macro_rules! require {
+    ($cond:expr, $($fmt:tt)*) => {
+        if !$cond {
+            return Err(format!("{}: {}", stringify!($cond), format!($($fmt)*)));
+        }
+    };
+}
+
+/// The index of the observation the judge found unexplained first.
+fn first_unexplained(cfg: &ModelConfig, g: &Generated) -> Option<usize> {
+    let mut j = WorkerJudge::new(0, cfg.judge_config());
+    let mut windows = Vec::new();
+    let mut anomalies = Vec::new();
+    for (k, o) in g.observations.iter().enumerate() {
+        j.observe(o, &mut windows, &mut anomalies);
+        if j.interrupts().unexplained > 0 {
+            return Some(k);
+        }
+    }
+    None
+}
+
+/// What the judge must find for the samples it does not discard. Where a
+/// due point is known only within the handler slack (after a reset), a late
+/// interrupt may be on time and one a period late only late for the judge:
+/// `late_or_on_time` and `rebased_or_late` count those that can be.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Classes {
+    on_time: u64,
+    late: u64,
+    rebased: u64,
+    late_or_on_time: u64,
+    rebased_or_late: u64,
+}
+
+fn classes(cfg: &ModelConfig, g: &Generated) -> Classes {
+    let mut c = Classes::default();
+    for (i, s) in g.samples.iter().enumerate() {
+        let n = cfg.inject_drop_every;
+        if n > 0 && (i as u64 + 1).is_multiple_of(n) {
+            continue;
+        }
+        match s.taken {
+            Taken::OnTime => c.on_time += 1,
+            Taken::Late => c.late += 1,
+            Taken::Rebased => c.rebased += 1,
+        }
+        match s.taken {
+            Taken::Late if s.lateness <= cfg.interrupt_skid + s.due_spread => {
+                c.late_or_on_time += 1
+            }
+            Taken::Rebased if s.lateness < cfg.period + s.due_spread => c.rebased_or_late += 1,
+            _ => {}
+        }
+    }
+    c
+}
+
+/// The judge's on-time, late and re-based samples against the truth.
+fn check_classes(
+    c: &Classes,
+    i: &pmustress::judge::InterruptTotals,
+    budget: u64,
+) -> Result<(), String> {
+    require!(
+        i.on_time + i.late + i.rebased_in_handler == c.on_time + c.late + c.rebased,
+        "{i:?} vs {c:?}"
+    );
+    if budget > 0 {
+        // Where two explanations fit, the judge keeps the classes of the
+        // one with the fewest drops; explanations that disagree on a due
+        // point disagree on every sample's lateness until one is refuted,
+        // so only the total is certain.
+        return Ok(());
+    }
+    // One explanation: exact, but where the records give the due point
+    // only as a range (after a reset): "on time if it can be".
+    require!(
+        c.on_time <= i.on_time && i.on_time <= c.on_time + c.late_or_on_time,
+        "{} vs {c:?}",
+        i.on_time
+    );
+    require!(
+        i.rebased_in_handler <= c.rebased && c.rebased <= i.rebased_in_handler + c.rebased_or_late,
+        "{} vs {c:?}",
+        i.rebased_in_handler
+    );
+    Ok(())
+}
+
+type Check = fn(&ModelConfig, &Generated, &WorkerVerdict) -> Result<(), String>;
+
+/// Runs `check` on streams drawn by `settings` until `budget()` overflows
+/// were generated; panics with the details of the first failure.
+fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, check: Check) {
+    let started = std::time::Instant::now();
+    let want = budget();
+    let mut total = 0;
+    // PMUSTRESS_MODEL_SEED: start at this seed (to replay a failure).
+    let mut seed = std::env::var("PMUSTRESS_MODEL_SEED")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0, |s| s - 1);
+    let mut streams = 0;
+    let mut sums = [0u64; 8];
+    while total < want {
+        seed += 1;
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15);
+        let size = rng.u64(2_000..=40_000).min(want - total).max(200);
+        let cfg = settings(&mut rng, size);
+        let g = model::generate(&cfg, seed);
+        let v = judge(&cfg, &g);
+        if let Err(e) = check(&cfg, &g, &v) {
+            // The smallest stream with this seed that still fails.
+            let (mut lo, mut hi) = (1, cfg.overflows);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                let c = ModelConfig {
+                    overflows: mid,
+                    ..cfg.clone()
+                };
+                let g = model::generate(&c, seed);
+                if check(&c, &g, &judge(&c, &g)).is_err() {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            let small = ModelConfig {
+                overflows: lo,
+                ..cfg.clone()
+            };
+            let gs = model::generate(&small, seed);
+            let vs = judge(&small, &gs);
+            let e = check(&small, &gs, &vs).err().unwrap_or(e);
+            // Each sample with its truth: how late, after which due point.
+            let mut k = 0;
+            let mut stream: Vec<String> = gs
+                .observations
+                .iter()
+                .map(|o| match o {
+                    Observation::Sample { count, .. } => {
+                        let s = gs.samples[k];
+                        k += 1;
+                        format!("{o:?} due {} {s:?}", count - s.lateness)
+                    }
+                    _ => format!("{o:?}"),
+                })
+                .collect();
+            if stream.len() > 200 {
+                // Around the first unexplained sample, if any.
+                let at = first_unexplained(&small, &gs).unwrap_or(stream.len() - 1);
+                stream = stream[at.saturating_sub(30)..=at].to_vec();
+            }
+            panic!(
+                "{name}: seed {seed}: {e}\nsmallest failing: {lo} overflows\n{small:#?}\n{:#?}\n{:#?}\nsamples {:?}\n{}",
+                gs.truth,
+                vs,
+                if gs.samples.len() <= 60 {
+                    &gs.samples[..]
+                } else {
+                    &[]
+                },
+                stream.join("\n")
+            );
+        }
+        total += g.truth.overflows;
+        streams += 1;
+        let (t, i) = (&g.truth, &v.interrupts);
+        sums[0] += t.lost;
+        sums[1] += i.dropped - i.injected;
+        sums[2] += i.ambiguous;
+        sums[3] += ambiguity_budget(t);
+        sums[4] += i.unexplained;
+        sums[5] += t.rebase_irq + t.rebase_restart;
+        sums[6] += t.coalesced;
+        sums[7] += v.deliveries.coalesced;
+    }
+    eprintln!(
+        "{name}: {total} overflows in {streams} streams, {:.2?}: lost {} (judge: dropped {}, \
+         ambiguous {} of a budget of {}, unexplained {}), re-based {}, coalesced {} (judge {})",
+        started.elapsed(),
+        sums[0],
+        sums[1],
+        sums[2],
+        sums[3],
+        sums[4],
+        sums[5],
+        sums[6],
+        sums[7],
+    );
+}
+
+/// Latency from 0 to 3 periods, in varying mixes.
+fn draw_common(rng: &mut fastrand::Rng, mode: Mode, overflows: u64) -> ModelConfig {
+    // Reset mode: the judge knows a restart only within the handler slack
+    // (1,000 events), so periods are well above it, as in real runs.
+    let period = match mode {
+        Mode::Free => [1_000, 10_000, 50_000, 200_000][rng.usize(0..4)],
+        Mode::Reset => [10_000, 50_000, 200_000][rng.usize(0..3)],
+    };
+    let mut cfg = ModelConfig::new(period, mode, overflows);
+    cfg.interrupt_skid = period / [100, 20, 8][rng.usize(0..3)];
+    cfg.latency.on_time = rng.u32(0..100);
+    cfg.latency.late = rng.u32(0..30);
+    cfg.latency.period_late = [0, 1, 5, 20][rng.usize(0..4)];
+    cfg.latency.max_periods = rng.u64(1..=3);
+    cfg.pnmi = rng.bool();
+    cfg.stops_per_period = [0.0, 0.05, 0.3, 1.0, 3.0][rng.usize(0..5)];
+    cfg.stop_near_due = [0.0, 0.3, 0.9][rng.usize(0..3)];
+    cfg.migrations = rng.f64();
+    // Throttling: see `lost_records_and_throttling` (the judge takes an
+    // UNTHROTTLE as a ring gap: newer kernels write no sample for the next
+    // overflow).
+    cfg.signal_late = [0.0, 0.05, 0.3][rng.usize(0..3)];
+    cfg.coalesce = [0.0, 0.0, 0.02][rng.usize(0..3)];
+    cfg.sigio = [0.0, 0.0, 0.01][rng.usize(0..3)];
+    cfg.inject_drop_every = [0, 0, 7, 61][rng.usize(0..4)];
+    cfg
+}
+
+/// How many overflows may be ambiguous: the cases where the records fit
+/// both "pending at a stop" and "not pending" (or both re-arm rules), as the
+/// model counts them. Zero where every stop's count is exact and the due
+/// points follow exactly: free mode, user-mode counting, every stop recorded
+/// with its count, no ring gap.
+fn ambiguity_budget(t: &Truth) -> u64 {
+    t.resets_near_due
+        + t.stops_uncertain
+        + t.sample_splits
+        + t.stops_unknown
+        + t.intervals_unwitnessed
+        + t.overflows_after_unknown_stop
+}
+
+/// The interrupt verdict: exact where the stream has one explanation,
+/// within the ambiguous ones where it has several.
+fn interrupts(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+    let t = &g.truth;
+    let i = &v.interrupts;
+    let c = classes(cfg, g);
+    let a = i.ambiguous;
+    require!(i.unexplained == 0, "{}", i.unexplained);
+    require!(a <= ambiguity_budget(t), "{a} vs {t:?}");
+    require!(
+        i.samples == t.samples - t.injected,
+        "{} vs {}",
+        i.samples,
+        t.samples
+    );
+    require!(i.injected == t.injected, "{} vs {}", i.injected, t.injected);
+    // Never a drop that was not; every drop dropped or ambiguous.
+    require!(
+        i.dropped <= t.lost + t.injected && t.lost + t.injected <= i.dropped + a,
+        "{} ({a} ambiguous) vs lost {} + injected {}",
+        i.dropped,
+        t.lost,
+        t.injected
+    );
+    require!(
+        i.dropped_at_final_stop <= t.lost_at_final
+            && t.lost_at_final <= i.dropped_at_final_stop + a,
+        "{} ({a} ambiguous) vs {}",
+        i.dropped_at_final_stop,
+        t.lost_at_final
+    );
+    // A re-base is claimed only where every explanation has it: a stop
+    // whose range straddles "a period past the due point" leaves it open
+    // (counted in the budget), with the drop itself certain.
+    let budget = ambiguity_budget(t);
+    require!(
+        i.rebased_at_restart <= t.rebase_restart
+            && t.rebase_restart <= i.rebased_at_restart + a.max(budget),
+        "{} ({a} ambiguous, budget {budget}) vs {}",
+        i.rebased_at_restart,
+        t.rebase_restart
+    );
+    check_classes(&c, i, ambiguity_budget(t))?;
+    require!(i.record_lost == 0, "{}", i.record_lost);
+    require!(
+        i.throttled == t.throttled,
+        "{} vs {}",
+        i.throttled,
+        t.throttled
+    );
+    // An ambiguous overflow may be one that never was (not pending).
+    require!(
+        i.overflows - a <= t.overflows && t.overflows <= i.overflows,
+        "{} ({a} ambiguous) vs {}",
+        i.overflows,
+        t.overflows
+    );
+    let recorded = g
+        .observations
+        .iter()
+        .filter(|o| matches!(o, Observation::Stop { .. }))
+        .count() as u64;
+    require!(i.stops == recorded, "{} vs {}", i.stops, recorded);
+    require!(
+        i.stops_without_count == t.stops_unknown,
+        "{} vs {}",
+        i.stops_without_count,
+        t.stops_unknown
+    );
+    Ok(())
+}
+
+/// The deliveries: every interrupt's signal is delivered, merged, a SIGIO
+/// or in flight, once.
+fn deliveries(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+    let t = &g.truth;
+    let d = &v.deliveries;
+    require!(d.unmatched == 0, "{}", d.unmatched);
+    require!(
+        d.signals + d.injected == t.signals,
+        "{d:?} vs {}",
+        t.signals
+    );
+    require!(d.sigio == t.sigio, "{} vs {}", d.sigio, t.sigio);
+    require!(d.on_time + d.late == d.signals, "{d:?}");
+    if cfg.inject_drop_every == 0 {
+        require!(
+            d.signals + d.sigio + d.coalesced + d.in_flight == t.samples,
+            "{d:?} vs {} samples",
+            t.samples
+        );
+        if !cfg.signals_queue {
+            // Each signal read before the next interrupt: which interrupt
+            // it belongs to is never in doubt.
+            require!(
+                d.coalesced == t.coalesced,
+                "{} vs {}",
+                d.coalesced,
+                t.coalesced
+            );
+            require!(
+                d.in_flight == t.in_flight,
+                "{} vs {}",
+                d.in_flight,
+                t.in_flight
+            );
+        }
+    } else {
+        // Discarded interrupts' signals are counted apart, and discarded
+        // interrupts that got none are in neither total.
+        require!(
+            d.coalesced + d.in_flight <= t.coalesced + t.in_flight,
+            "{d:?} vs {t:?}"
+        );
+    }
+    Ok(())
+}
+
+fn both(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+    interrupts(cfg, g, v)?;
+    deliveries(cfg, g, v)
+}
+
+#[test]
+fn reset_mode_exact_stops() {
+    property(
+        "reset_mode_exact_stops",
+        |rng, n| {
+            let mut cfg = draw_common(rng, Mode::Reset, n);
+            cfg.signals_queue = rng.bool();
+            cfg
+        },
+        both,
+    );
+}
+
+/// Free mode, user-mode counting, every stop recorded with its count: one
+/// explanation, so the ambiguity budget is zero and the judge must find the
+/// truth exactly.
+#[test]
+fn free_mode_exact_stops() {
+    property(
+        "free_mode_exact_stops",
+        |rng, n| {
+            let mut cfg = draw_common(rng, Mode::Free, n);
+            cfg.signals_queue = rng.bool();
+            cfg
+        },
+        |cfg, g, v| {
+            require!(ambiguity_budget(&g.truth) == 0, "{:?}", g.truth);
+            both(cfg, g, v)
+        },
+    );
+}
+
+#[test]
+fn counting_kernel_mode() {
+    property(
+        "counting_kernel_mode",
+        |rng, n| {
+            let mode = if rng.bool() { Mode::Free } else { Mode::Reset };
+            let mut cfg = draw_common(rng, mode, n);
+            cfg.include_kernel = true;
+            cfg.stop_slack = [1, 50, cfg.period / 20, cfg.period / 4][rng.usize(0..4)].max(1);
+            cfg.signals_queue = rng.bool();
+            cfg
+        },
+        both,
+    );
+}
+
+#[test]
+fn unknown_and_unwitnessed_stops() {
+    property(
+        "unknown_and_unwitnessed_stops",
+        |rng, n| {
+            let mode = if rng.bool() { Mode::Free } else { Mode::Reset };
+            let mut cfg = draw_common(rng, mode, n);
+            cfg.stop_count_unknown = [0.0, 0.01, 0.2][rng.usize(0..3)];
+            cfg.witness_throttle = [0.0, 0.01, 0.1][rng.usize(0..3)];
+            cfg.include_kernel = rng.u32(0..4) == 0;
+            cfg.signals_queue = rng.bool();
+            cfg
+        },
+        both,
+    );
+}
+
+/// Ring gaps (LOST records): the samples and stops in a gap were never
+/// written, so the overflows there are `record_lost`, never dropped beyond
+/// the truth.
+fn ring_gaps(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+    let t = &g.truth;
+    let i = &v.interrupts;
+    let d = &v.deliveries;
+    let a = i.ambiguous;
+    // After a gap the judge keeps the grid: where an interrupt or a restart
+    // re-based in the gap, the grid moved unseen and a later sample may fit
+    // no hypothesis (the judge then re-anchors on it).
+    require!(
+        i.unexplained <= t.gaps_hiding_rebase,
+        "{} vs {}",
+        i.unexplained,
+        t.gaps_hiding_rebase
+    );
+    require!(
+        i.samples == t.samples - t.injected,
+        "{} vs {}",
+        i.samples,
+        t.samples
+    );
+    require!(
+        i.lost_records == t.lost_records,
+        "{} vs {}",
+        i.lost_records,
+        t.lost_records
+    );
+    require!(
+        d.signals + d.injected == t.signals,
+        "{d:?} vs {}",
+        t.signals
+    );
+    require!(d.sigio == t.sigio, "{} vs {}", d.sigio, t.sigio);
+    if t.gaps_hiding_rebase > 0 {
+        // Known limit (see above): the judge re-anchors on an unexplained
+        // sample, and what it judges until the grid is right again (drops at
+        // a stop or at the end included) rests on a wrong grid. Such a run
+        // is inconclusive (unexplained), never judged clean.
+        return Ok(());
+    }
+    require!(
+        i.dropped <= t.lost + t.injected,
+        "{} vs lost {} + injected {}",
+        i.dropped,
+        t.lost,
+        t.injected
+    );
+    require!(
+        t.lost + t.injected <= i.dropped + a + i.record_lost,
+        "lost {} + injected {} vs {} + {a} ambiguous + {} record-lost",
+        t.lost,
+        t.injected,
+        i.dropped,
+        i.record_lost
+    );
+    require!(
+        i.rebased_at_restart <= t.rebase_restart,
+        "{} vs {}",
+        i.rebased_at_restart,
+        t.rebase_restart
+    );
+    require!(
+        t.record_lost + t.unwritten_after_unthrottle <= i.record_lost + a,
+        "{} + {} vs {} + {a} ambiguous",
+        t.record_lost,
+        t.unwritten_after_unthrottle,
+        i.record_lost
+    );
+    require!(
+        i.throttled == t.throttled,
+        "{} vs {}",
+        i.throttled,
+        t.throttled
+    );
+    require!(
+        d.unmatched <= t.signals_of_record_lost,
+        "{} vs {}",
+        d.unmatched,
+        t.signals_of_record_lost
+    );
+    let _ = cfg;
+    Ok(())
+}
+
+#[test]
+fn lost_records_and_throttling() {
+    property(
+        "lost_records_and_throttling",
+        |rng, n| {
+            let mode = if rng.bool() { Mode::Free } else { Mode::Reset };
+            let mut cfg = draw_common(rng, mode, n);
+            cfg.ring_loss = [0.0, 0.0005, 0.005, 0.05][rng.usize(0..4)];
+            cfg.throttle = [0.0, 0.001, 0.01][rng.usize(0..3)];
+            cfg.unthrottle_unwritten = rng.bool();
+            cfg.signals_queue = rng.bool();
+            cfg
+        },
+        ring_gaps,
+    );
+}
+
+/// Reset mode: an interrupt taken between the handler's RESET and its
+/// PERIOD writes a sample counting from the reset, but its record comes
+/// before the reset's (whose time is taken after PERIOD). The judge cannot
+/// place it: it must call it unexplained (the run inconclusive), never a
+/// drop or a clean interrupt on the wrong grid.
+#[test]
+fn interrupts_between_reset_and_period() {
+    property(
+        "interrupts_between_reset_and_period",
+        |rng, n| {
+            let mut cfg = draw_common(rng, Mode::Reset, n);
+            cfg.reset_gap = 30;
+            cfg.signals_queue = rng.bool();
+            cfg
+        },
+        |cfg, g, v| {
+            let t = &g.truth;
+            let i = &v.interrupts;
+            if t.taken_in_reset_gap == 0 {
+                return both(cfg, g, v);
+            }
+            require!(
+                i.unexplained >= 1 && i.unexplained <= t.taken_in_reset_gap,
+                "{} vs {}",
+                i.unexplained,
+                t.taken_in_reset_gap
+            );
+            require!(
+                i.dropped <= t.lost + t.injected,
+                "{} vs {} + {}",
+                i.dropped,
+                t.lost,
+                t.injected
+            );
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn model_is_deterministic() {
+    let mut cfg = ModelConfig::new(10_000, Mode::Free, 5_000);
+    cfg.latency.period_late = 10;
+    cfg.stops_per_period = 1.0;
+    let a = model::generate(&cfg, 7);
+    let b = model::generate(&cfg, 7);
+    assert_eq!(a.observations, b.observations);
+    assert_eq!(a.truth, b.truth);
+    let c = model::generate(&cfg, 8);
+    assert_ne!(a.observations, c.observations);
+}
+
+#[test]
+fn model_times_increase() {
+    for mode in [Mode::Free, Mode::Reset] {
+        let mut cfg = ModelConfig::new(10_000, mode, 20_000);
+        cfg.latency.period_late = 10;
+        cfg.stops_per_period = 1.0;
+        cfg.throttle = 0.01;
+        cfg.ring_loss = 0.01;
+        cfg.witness_throttle = 0.05;
+        cfg.signals_queue = true;
+        cfg.coalesce = 0.02;
+        let g = model::generate(&cfg, 3);
+        let mut prev: Option<&Observation> = None;
+        for o in &g.observations {
+            if let Some(p) = prev {
+                // A reset's record has its signal's time.
+                let same_ok = matches!(o, Observation::Reset { .. });
+                assert!(
+                    o.time_ns() > p.time_ns() || (same_ok && o.time_ns() == p.time_ns()),
+                    "{p:?} then {o:?}"
+                );
+            }
+            prev = Some(o);
+        }
+        assert!(matches!(
+            g.observations.last(),
+            Some(Observation::Final { .. })
+        ));
+        let _: &Truth = &g.truth;
+    }
+}
