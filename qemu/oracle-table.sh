@@ -6,10 +6,8 @@
 # Reads DIR/runs.tsv (one row per pmustress run, written by run.sh) and prints a
 # markdown table, one row per case/run: how many runs, the range (min..max) of the
 # oracle's lost, handled, rebase_irq, rebase_restart and restart_overflowed over them,
-# and the range of pmustress's dropped interrupts next to the oracle's lost (the new
-# .totals.interrupts.dropped when the binary has it, else the old
-# .totals.dropped_interrupts, marked "old"), with the number of runs where the two
-# differ. Runs without oracle numbers (the Debian stock kernel, branches-125) are left
+# and the range of pmustress's dropped interrupts (.totals.interrupts.dropped) next to
+# the oracle's lost, with the number of runs where the two differ. Runs without oracle numbers (the Debian stock kernel, branches-125) are left
 # out. Injected drops count on the oracle's side: dropped is compared to lost +
 # injected.
 set -euo pipefail
@@ -50,7 +48,6 @@ $1 == "case" { for (i = 1; i <= NF; i++) col[$i] = i; next }
     upd(key, "throttled", $col["oracle_throttled"])
     ours = $col["dropped"]
     inj = $col["injected"]
-    if (ours !~ /^[0-9]+$/) { ours = $col["old_dropped"]; inj = $col["old_injected"]; old[key] = 1 }
     upd(key, "dropped", ours)
     # Injected drops are pmustress discarding real samples: compare to lost + injected.
     if (inj ~ /^[0-9]+$/) lost += inj
@@ -62,10 +59,10 @@ END {
     print "|---|---|---|---|---|---|---|---|---|---|---|"
     for (k = 1; k <= keys; k++) {
         key = order[k]
-        printf "| %s | %d | %s | %s | %s | %s | %s | %s | %s%s | %d | %d |\n", key, n[key],
+        printf "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", key, n[key],
             rng(key, "lost"), rng(key, "handled"), rng(key, "rebase_irq"),
             rng(key, "rebase_restart"), rng(key, "restart_overflowed"),
-            rng(key, "throttled"), rng(key, "dropped"), (key in old) ? " (old)" : "",
+            rng(key, "throttled"), rng(key, "dropped"),
             diff[key] + 0, pass[key] + 0
     }
 }'
