@@ -260,6 +260,11 @@ pub struct SampleRing {
 unsafe impl Send for SampleRing {}
 
 impl SampleRing {
+    /// Bytes of the record area (`data_pages` pages).
+    pub fn data_size(&self) -> usize {
+        self.data_size
+    }
+
     /// Maps `data_pages` (a power of two) of records for `event`.
     pub fn map(event: &PerfEvent, data_pages: usize) -> io::Result<SampleRing> {
         let page = page_size();

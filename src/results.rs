@@ -164,6 +164,8 @@ pub struct WorkerResult {
     pub stalled: Option<String>,
     /// How this worker's event stops were witnessed.
     pub switch_witness: SwitchWitness,
+    /// Bytes of its sample ring's record area.
+    pub ring_bytes: usize,
     #[serde(flatten)]
     pub counts: Counts,
 }
@@ -318,6 +320,7 @@ impl RunResults {
                     final_count: w.final_count,
                     stalled: w.stalled.clone(),
                     switch_witness: w.switch_witness,
+                    ring_bytes: w.ring_bytes,
                     counts,
                 }
             })

@@ -92,6 +92,9 @@ pub struct WorkerRecord {
     pub final_count: Option<u64>,
     /// How this worker's stops were witnessed.
     pub switch_witness: SwitchWitness,
+    /// Bytes of its sample ring's record area (the kernel may have allowed
+    /// less than we asked for).
+    pub ring_bytes: usize,
     /// Observations that reached the controller after newer ones had been
     /// judged (a handler held up longer than a controller pass).
     pub reordered: u64,
@@ -448,6 +451,7 @@ pub fn run(
                 latency: l.judge.latency().clone(),
                 final_count: f.final_count,
                 switch_witness: l.switch_witness,
+                ring_bytes: l.ring.data_size(),
                 reordered: l.reordered,
                 moves_requested: h.moves_requested.load(Ordering::Relaxed),
                 moves_failed: h.moves_failed.load(Ordering::Relaxed),

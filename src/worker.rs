@@ -19,9 +19,16 @@ use crate::ring::Ring;
 use crate::sample::RingIds;
 use crate::signal::{self, Slot};
 
-/// Data pages of each event's sample ring (64 KiB with 4 KiB pages: about
-/// 2000 samples, drained every few ms).
-pub const SAMPLE_RING_PAGES: usize = 16;
+/// Data pages of each event's sample ring: 512 KiB with 4 KiB pages, about
+/// 6,500 samples of 80 bytes. The controller drains every few ms, but in a
+/// VM it may not run for tens of ms while the workers' vCPUs do; with 16
+/// pages the ring overflowed there (651 records lost in 1.5 s under QEMU,
+/// 4 vCPUs). 128 pages + the control page is exactly the default
+/// perf_event_mlock_kb (516) per CPU, so one worker per CPU fits unprivileged.
+pub const SAMPLE_RING_PAGES: usize = 128;
+/// The fewest pages tried when the kernel refuses the larger ring (more
+/// workers than CPUs under perf_event_mlock_kb): halved down to this.
+pub const SAMPLE_RING_MIN_PAGES: usize = 16;
 /// Handler records buffered per worker between controller drains.
 pub const SIGNAL_RING_RECORDS: usize = 16_384;
 
@@ -155,13 +162,14 @@ pub fn run(
         }
     };
     shared.event_fd.store(event.raw_fd(), Ordering::Release);
+    let ring_data_size = ring.data_size();
     let _ = ready.send(Ok(Ready {
         index: shared.index,
         slot,
         ring,
         ids,
         witness: kind,
-        ring_data_size: SAMPLE_RING_PAGES * kernel::page_size(),
+        ring_data_size,
     }));
     go.wait();
     if shared.stop.load(Ordering::Acquire) {
@@ -219,7 +227,7 @@ fn open_with_witness(
             ..spec.attr
         };
         let event = PerfEvent::open_on_self(&attr).map_err(|e| open_error(&e, &attr))?;
-        let ring = SampleRing::map(&event, SAMPLE_RING_PAGES).map_err(|e| {
+        let ring = map_ring(&event).map_err(|e| {
             format!(
                 "cannot mmap the sample ring ({e}); perf_event_mlock_kb or RLIMIT_MEMLOCK may be too low for this many workers"
             )
@@ -248,6 +256,24 @@ fn open_with_witness(
                     Ok((event, ring, None, SwitchWitness::Times))
                 }
             }
+        }
+    }
+}
+
+/// The largest ring the kernel allows (EPERM: over perf_event_mlock_kb
+/// and RLIMIT_MEMLOCK; ENOMEM), from SAMPLE_RING_PAGES down to
+/// SAMPLE_RING_MIN_PAGES; the size used is in the run's records.
+fn map_ring(event: &PerfEvent) -> std::io::Result<SampleRing> {
+    let mut pages = SAMPLE_RING_PAGES;
+    loop {
+        match SampleRing::map(event, pages) {
+            Err(e)
+                if pages > SAMPLE_RING_MIN_PAGES
+                    && matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOMEM)) =>
+            {
+                pages /= 2
+            }
+            r => return r,
         }
     }
 }
