@@ -10,6 +10,7 @@ mod env;
 mod interrupt;
 mod matrix;
 mod model;
+mod oracle;
 mod output;
 mod plot;
 mod reliability;
