@@ -444,10 +444,22 @@ oracle_delta() {
     fi
 }
 
-# The most runs may call ambiguous: 5% of the oracle's losses, at least 2.
+# The most overflows a run may call ambiguous (ARGS OVERFLOWS). In free mode with
+# user-only counting every stop's count is exact and the judge's replay has one
+# explanation: none. With --include-kernel the count moves between the witness and
+# the stop, and under -icount by up to whole periods (virtual time runs while the
+# other vCPUs execute); in reset mode a restart is placed only within the handler's
+# slack: both can leave a loss and an interrupt a period late fitting the same
+# records. There, 1% of the overflows (at least 2): more is a judge that gives up.
 ambiguous_max() {
-    local lost=$1
-    ((lost / 20 > 2)) && echo $((lost / 20)) || echo 2
+    local args=$1 overflows=$2
+    if [[ $args != *--include-kernel* && $args != *"--mode reset"* ]]; then
+        echo 0
+    elif ((overflows / 100 > 2)); then
+        echo $((overflows / 100))
+    else
+        echo 2
+    fi
 }
 
 # check_run CASE INDEX DIR QEMU_RC: one run's known answer; prints its PASS/FAIL line and
@@ -561,7 +573,7 @@ check_oracle() {
         [[ ${O[$k]} != missing ]] || omissing+=("$k")
     done
     for k in samples on_time late rebased_in_handler dropped rebased_at_restart ambiguous \
-        throttled injected stops record_lost; do
+        throttled injected stops record_lost late_maybe_rebased; do
         v=$(jq -r --arg k "$k" '.totals.interrupts[$k] // "missing" |
             if type == "number" then . else "missing" end' "$json" 2>/dev/null || echo missing)
         P[$k]=$v
@@ -606,7 +618,7 @@ check_oracle() {
             fails+=("dropped ${P[dropped]}, oracle lost ${O[lost]} + injected ${P[injected]} = $want")
     else
         lo=$((want - P[ambiguous]))
-        amax=$(ambiguous_max "${O[lost]}")
+        amax=$(ambiguous_max "$args" $((O[handled] + O[lost])))
         ((lo <= P[dropped] && P[dropped] <= want)) ||
             fails+=("dropped ${P[dropped]} outside [$lo, $want] (oracle lost ${O[lost]} + injected ${P[injected]}, ambiguous ${P[ambiguous]})")
         ((P[ambiguous] <= amax)) ||
@@ -624,10 +636,15 @@ check_oracle() {
     # A discarded sample that came a period or more late re-based the period in the
     # driver; pmustress judges the stream without it, as if the interrupt was lost, so
     # it cannot see that re-base: at most `injected` of them are invisible.
-    ((P[rebased_in_handler] <= O[rebase_irq] && O[rebase_irq] <= P[rebased_in_handler] + P[injected])) ||
-        fails+=("rebased_in_handler ${P[rebased_in_handler]}, oracle rebase_irq ${O[rebase_irq]} (injected ${P[injected]})")
-    ((P[rebased_at_restart] == O[rebase_restart])) ||
-        fails+=("rebased_at_restart ${P[rebased_at_restart]}, oracle rebase_restart ${O[rebase_restart]}")
+    # The judge counts a re-base only where every explanation of the records has it;
+    # late_maybe_rebased are those some explanation has: the driver's count is
+    # between the two. A re-base at a restart follows a loss, so ambiguous bounds it.
+    ((P[rebased_in_handler] <= O[rebase_irq] &&
+        O[rebase_irq] <= P[rebased_in_handler] + P[injected] + P[late_maybe_rebased])) ||
+        fails+=("rebased_in_handler ${P[rebased_in_handler]}, oracle rebase_irq ${O[rebase_irq]} (injected ${P[injected]}, late_maybe_rebased ${P[late_maybe_rebased]})")
+    ((P[rebased_at_restart] <= O[rebase_restart] &&
+        O[rebase_restart] <= P[rebased_at_restart] + P[ambiguous])) ||
+        fails+=("rebased_at_restart ${P[rebased_at_restart]}, oracle rebase_restart ${O[rebase_restart]} (ambiguous ${P[ambiguous]})")
     if [[ $exit_code =~ ^[0-9]+$ ]]; then
         if ((P[dropped] > 0)); then
             ((exit_code == 1)) || fails+=("exit code $exit_code with ${P[dropped]} dropped, want 1")

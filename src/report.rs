@@ -180,11 +180,16 @@ pub fn accounting(i: &InterruptTotals, d: &DeliveryTotals, implied: &str) -> Str
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "interrupts: {} overflows = {} interrupts ({} on time, {} late, {} a period or more late, {} unexplained) + {} dropped ({} injected, {} at the final stop) + {} ambiguous + {} in ring gaps{implied}",
+        "interrupts: {} overflows = {} interrupts ({} on time, {} late{}, {} a period or more late, {} unexplained) + {} dropped ({} injected, {} at the final stop) + {} ambiguous + {} in ring gaps{implied}",
         i.overflows,
         i.samples,
         i.on_time,
         i.late,
+        if i.late_maybe_rebased > 0 {
+            format!(" ({} perhaps a period or more)", i.late_maybe_rebased)
+        } else {
+            String::new()
+        },
         i.rebased_in_handler,
         i.unexplained,
         i.dropped,

@@ -106,6 +106,16 @@ fn check_classes(
         i.on_time + i.late + i.rebased_in_handler == c.on_time + c.late + c.rebased,
         "{i:?} vs {c:?}"
     );
+    // Whatever the ambiguity, the driver's re-bases in the handler lie
+    // between the certain ones and those some explanation has.
+    require!(
+        i.late_maybe_rebased <= i.late
+            && i.rebased_in_handler <= c.rebased
+            && c.rebased <= i.rebased_in_handler + i.late_maybe_rebased + c.rebased_or_late,
+        "{} + {} maybe vs {c:?}",
+        i.rebased_in_handler,
+        i.late_maybe_rebased
+    );
     if budget > 0 {
         // Where two explanations fit, the judge keeps the classes of the
         // one with the fewest drops; explanations that disagree on a due

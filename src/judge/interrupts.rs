@@ -46,6 +46,11 @@ pub struct InterruptTotals {
     /// Samples a period or more late, after which the driver re-based the
     /// period (rule 1 in the interrupt handler).
     pub rebased_in_handler: u64,
+    /// Of the `late`, those a period or more late under some explanation of
+    /// the stream but not under all: the driver's re-bases in the handler
+    /// are between `rebased_in_handler` and this much more.
+    #[serde(default)]
+    pub late_maybe_rebased: u64,
     /// Overflows whose interrupt never happened: pending when the event was
     /// stopped (injected ones included). Only what no other explanation fits.
     pub dropped: u64,
@@ -94,6 +99,7 @@ impl InterruptTotals {
             on_time,
             late,
             rebased_in_handler,
+            late_maybe_rebased,
             dropped,
             rebased_at_restart,
             dropped_at_final_stop,
@@ -114,6 +120,7 @@ impl InterruptTotals {
         self.on_time += on_time;
         self.late += late;
         self.rebased_in_handler += rebased_in_handler;
+        self.late_maybe_rebased += late_maybe_rebased;
         self.dropped += dropped;
         self.rebased_at_restart += rebased_at_restart;
         self.dropped_at_final_stop += dropped_at_final_stop;
@@ -195,6 +202,7 @@ struct Tally {
     on_time: u64,
     late: u64,
     rebased_in_handler: u64,
+    late_maybe_rebased: u64,
     dropped: u64,
     rebased_at_restart: u64,
     dropped_at_final_stop: u64,
@@ -911,6 +919,7 @@ impl InterruptJudge {
         tot.on_time += t.on_time;
         tot.late += t.late;
         tot.rebased_in_handler += t.rebased_in_handler;
+        tot.late_maybe_rebased += t.late_maybe_rebased;
         tot.dropped += t.dropped;
         tot.rebased_at_restart += t.rebased_at_restart;
         tot.dropped_at_final_stop += t.dropped_at_final_stop;
@@ -1024,6 +1033,8 @@ fn combine(mut tallies: Vec<Tally>) -> Tally {
     let dropped = min(|t| t.dropped);
     let ambiguous = max(|t| t.dropped + t.ambiguous) - dropped;
     let rebased_in_handler = min(|t| t.rebased_in_handler);
+    let late_maybe_rebased =
+        max(|t| t.rebased_in_handler + t.late_maybe_rebased) - rebased_in_handler;
     let rebased_at_restart = min(|t| t.rebased_at_restart);
     let dropped_at_final_stop = min(|t| t.dropped_at_final_stop);
     let injected = min(|t| t.injected);
@@ -1039,6 +1050,7 @@ fn combine(mut tallies: Vec<Tally>) -> Tally {
     let mut unsure_rebases = t.rebased_in_handler - rebased_in_handler;
     t.late += unsure_rebases;
     t.rebased_in_handler = rebased_in_handler;
+    t.late_maybe_rebased = late_maybe_rebased;
     while unsure_rebases > 0 {
         match t
             .events
