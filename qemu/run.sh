@@ -300,7 +300,22 @@ run_one() {
     echo "@@PMUSTRESS-RUN-START@@ \$n \$(cat /proc/uptime)"
     cat /proc/uptime > \$d/uptime-start
     oracle_read > \$d/oracle-before
-    timeout -s KILL $GUEST_TIMEOUT "\$@" --out \$d/run > \$d/stdout 2> \$d/stderr
+    "\$@" --out \$d/run > \$d/stdout 2> \$d/stderr &
+    p=\$!
+    t=0
+    while kill -0 \$p 2>/dev/null && [ \$t -lt $((GUEST_TIMEOUT * 10)) ]; do
+        sleep 0.1
+        t=\$((t + 1))
+    done
+    if kill -0 \$p 2>/dev/null; then
+        # Hung: where each thread is, for the report, before the kill.
+        for task in /proc/\$p/task/*; do
+            echo "\$task \$(cat \$task/comm) \$(cut -d' ' -f3,14,15 \$task/stat) wchan \$(cat \$task/wchan)"
+            cat \$task/stack 2>/dev/null
+        done > \$d/hung
+        kill -KILL \$p
+    fi
+    wait \$p
     echo \$? > \$d/exit_code
     oracle_read > \$d/oracle-after
     cat /proc/uptime > \$d/uptime-end
@@ -308,6 +323,7 @@ run_one() {
     cat /proc/interrupts > \$d/interrupts-after
     echo "--- \$n: \$(cat \$d/command)"
     cat \$d/stdout \$d/stderr
+    [ -f \$d/hung ] && { echo "--- \$n: hung after ${GUEST_TIMEOUT} s, its threads:"; cat \$d/hung; }
     echo "--- \$n: exit code \$(cat \$d/exit_code)"
 }
 EOS
