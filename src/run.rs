@@ -28,7 +28,9 @@ use crate::kernel::{self, EventAttr, SampleRing};
 use crate::migrator::{self, Plan};
 use crate::sample::{self, RingIds, RingState};
 use crate::signal::{self, SignalRecord, Slot};
-use crate::worker::{self, Finished, WorkerShared, WorkerSpec};
+use crate::worker::{
+    self, Finished, MOVE_RING_RECORDS, SIGNAL_RING_RECORDS, WorkerShared, WorkerSpec,
+};
 
 /// How often the controller drains rings.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);
@@ -487,7 +489,12 @@ fn drain_all(
 ) {
     for (i, (l, h)) in live.iter_mut().zip(handles).enumerate() {
         let Some(l) = l else { continue };
-        while let Some(rec) = l.slot.pop() {
+        // At most one ring's worth per pass: a worker livelocked in its
+        // handler (each handler's kernel time a period or more of a
+        // kernel-counting event, as under QEMU) pushes as fast as we pop,
+        // and an unbounded loop never returned to the watchdog and the
+        // duration check (a 1.5 s run killed after 30 s).
+        for rec in std::iter::from_fn(|| l.slot.pop()).take(SIGNAL_RING_RECORDS) {
             l.last_signal_ns = now.min(kernel::monotonic_ns());
             progress.signals += 1;
             signal_observations(rec, l.mode, &mut l.signals);
@@ -497,7 +504,8 @@ fn drain_all(
         l.parsed.clear();
         l.garbled += sample::parse(&l.bytes, &l.ids, &mut l.ring_state, &mut l.parsed);
         l.kernel.extend(l.parsed.drain(..));
-        while let Some([t, cpu]) = h.moves.pop() {
+        // Bounded for the same reason: the migrator never pauses.
+        for [t, cpu] in std::iter::from_fn(|| h.moves.pop()).take(MOVE_RING_RECORDS) {
             l.moves.push_back(Observation::Move {
                 time_ns: t,
                 cpu: cpu as u32,

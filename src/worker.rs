@@ -31,6 +31,8 @@ pub const SAMPLE_RING_PAGES: usize = 128;
 pub const SAMPLE_RING_MIN_PAGES: usize = 16;
 /// Handler records buffered per worker between controller drains.
 pub const SIGNAL_RING_RECORDS: usize = 16_384;
+/// The migrator's moves of one worker buffered between controller drains.
+pub const MOVE_RING_RECORDS: usize = 65_536;
 
 /// Test-only fault hook, not a feature: `PMUSTRESS_TEST_STALL_WORKER=N`
 /// makes worker N sleep in the kernel with its event enabled instead of
@@ -61,7 +63,7 @@ impl WorkerShared {
             event_fd: AtomicI32::new(-1),
             heartbeat: AtomicU64::new(0),
             stop: AtomicBool::new(false),
-            moves: Ring::with_capacity(65_536),
+            moves: Ring::with_capacity(MOVE_RING_RECORDS),
             moves_requested: AtomicU64::new(0),
             moves_failed: AtomicU64::new(0),
         }
