@@ -8,7 +8,8 @@ and each new fd goes straight into an `OwnedFd`, so nothing above this module
 handles raw return codes or leaks descriptors.
 
 The run loop (run, worker, migrator) reaches these through the `Kernel`
-trait: `Real` is the machine, each of its methods one of the calls below,
+trait, and the overflow handler's recording steps through `HandlerKernel`:
+`Real` is the machine, each of its methods one of the calls below,
 unchanged, so that a fake can stand in for it in tests.
 
 The other place with `unsafe` is `signal`, whose handler must read the siginfo
@@ -572,6 +573,19 @@ pub trait Kernel: Clone + Send + Sync + 'static {
         T: Send + 'static;
 }
 
+/// What the overflow handler asks of the kernel once it knows which event
+/// overflowed (`signal::record_overflow`). `Real`'s are async-signal-safe.
+pub trait HandlerKernel {
+    fn now_ns(&self) -> u64;
+    fn current_cpu(&self) -> u32;
+    fn current_thread(&self) -> libc::pthread_t;
+    fn gettid(&self) -> libc::pid_t;
+    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>>;
+    /// Reset mode: RESET and PERIOD, so the next overflow comes `period`
+    /// events from now.
+    fn rearm(&self, fd: RawFd, period: u64) -> io::Result<()>;
+}
+
 /// The machine pmustress runs on.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Real;
@@ -658,6 +672,38 @@ impl Kernel for Real {
         T: Send + 'static,
     {
         std::thread::Builder::new().name(name).spawn(f)
+    }
+}
+
+impl HandlerKernel for Real {
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        monotonic_ns()
+    }
+
+    #[inline(always)]
+    fn current_cpu(&self) -> u32 {
+        current_cpu()
+    }
+
+    #[inline(always)]
+    fn current_thread(&self) -> libc::pthread_t {
+        current_thread()
+    }
+
+    #[inline(always)]
+    fn gettid(&self) -> libc::pid_t {
+        gettid()
+    }
+
+    #[inline(always)]
+    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>> {
+        read_count_fd(fd)
+    }
+
+    #[inline(always)]
+    fn rearm(&self, fd: RawFd, period: u64) -> io::Result<()> {
+        rearm_fd(fd, period)
     }
 }
 
