@@ -10,7 +10,8 @@ handles raw return codes or leaks descriptors.
 The run loop (run, worker, migrator) reaches these through the `Kernel`
 trait, and the overflow handler's recording steps through `HandlerKernel`:
 `Real` is the machine, each of its methods one of the calls below,
-unchanged, so that a fake can stand in for it in tests.
+unchanged; `fake` (test builds only) is a scripted kernel on which
+`cargo test` runs the whole loop without a PMU.
 
 The other place with `unsafe` is `signal`, whose handler must read the siginfo
 the kernel hands it.
@@ -24,6 +25,9 @@ use std::time::Duration;
 
 use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
+
+#[cfg(test)]
+pub mod fake;
 
 // libc does not define these (fcntl.h / asm-generic/fcntl.h); identical on
 // x86_64 and aarch64.
