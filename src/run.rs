@@ -569,3 +569,6 @@ fn watchdog<K: Kernel>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
