@@ -138,7 +138,7 @@ fn classifier(c: &mut Criterion) {
         )
     );
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    if let Some(max) = pmustress::run::read_max_sample_rate() {
+    if let Some(max) = pmustress::kernel::read_max_sample_rate() {
         println!(
             "headroom: the judge takes {:.0} overflows/s on one thread = {:.1}x the kernel's ceiling here ({max}/s per CPU x {cpus} CPUs)",
             whole.per_second(),

@@ -7,16 +7,27 @@ clocks. Each call turns -1 into `io::Error::last_os_error()` in one place (`cvt`
 and each new fd goes straight into an `OwnedFd`, so nothing above this module
 handles raw return codes or leaks descriptors.
 
+The run loop (run, worker, migrator) reaches these through the `Kernel`
+trait, and the overflow handler's recording steps through `HandlerKernel`:
+`Real` is the machine, each of its methods one of the calls below,
+unchanged; `fake` (test builds only) is a scripted kernel on which
+`cargo test` runs the whole loop without a PMU.
+
 The other place with `unsafe` is `signal`, whose handler must read the siginfo
 the kernel hands it.
 */
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
+
+#[cfg(test)]
+pub mod fake;
 
 // libc does not define these (fcntl.h / asm-generic/fcntl.h); identical on
 // x86_64 and aarch64.
@@ -194,13 +205,11 @@ impl PerfEvent {
     }
 
     pub fn reset(&self) -> io::Result<()> {
-        // SAFETY: RESET takes no argument pointer.
-        cvt(unsafe { sys::ioctls::RESET(self.raw_fd(), 0) } as libc::c_long).map(drop)
+        reset_fd(self.raw_fd())
     }
 
     pub fn enable(&self) -> io::Result<()> {
-        // SAFETY: ENABLE takes no argument pointer.
-        cvt(unsafe { sys::ioctls::ENABLE(self.raw_fd(), 0) } as libc::c_long).map(drop)
+        enable_fd(self.raw_fd())
     }
 
     pub fn disable(&self) -> io::Result<()> {
@@ -212,6 +221,24 @@ impl PerfEvent {
     pub fn read_count(&self) -> io::Result<Option<u64>> {
         read_count_fd(self.raw_fd())
     }
+}
+
+impl AsRawFd for PerfEvent {
+    fn as_raw_fd(&self) -> RawFd {
+        self.raw_fd()
+    }
+}
+
+/// RESET by raw fd: the count goes back to 0.
+pub fn reset_fd(fd: RawFd) -> io::Result<()> {
+    // SAFETY: RESET takes no argument pointer; a stale fd gives EBADF.
+    cvt(unsafe { sys::ioctls::RESET(fd, 0) } as libc::c_long).map(drop)
+}
+
+/// ENABLE by raw fd.
+pub fn enable_fd(fd: RawFd) -> io::Result<()> {
+    // SAFETY: ENABLE takes no argument pointer; a stale fd gives EBADF.
+    cvt(unsafe { sys::ioctls::ENABLE(fd, 0) } as libc::c_long).map(drop)
 }
 
 /// DISABLE by raw fd: the watchdog stops a stuck worker's event from another
@@ -465,4 +492,239 @@ pub fn stderr_is_tty() -> bool {
 pub fn errno_location() -> *mut libc::c_int {
     // SAFETY: __errno_location returns the calling thread's errno cell.
     unsafe { libc::__errno_location() }
+}
+
+/// perf_event_max_sample_rate: the kernel lowers it when interrupts take
+/// too long.
+pub fn read_max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// se.nr_migrations of thread `tid` of this process, from
+/// /proc/self/task/TID/sched (needs CONFIG_SCHED_DEBUG).
+pub fn thread_migrations(tid: libc::pid_t) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched")).ok()?;
+    parse_nr_migrations(&text)
+}
+
+pub fn parse_nr_migrations(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == "se.nr_migrations").then(|| v.trim().parse().ok())?
+    })
+}
+
+/// What the run loop (run, worker, migrator) asks of the kernel: the seam
+/// that lets `cargo test` run the whole loop on a scripted fake (`fake`).
+/// `Real` is the machine.
+///
+/// Left out because a fake would do the same: installing the signal
+/// handlers and setting signal masks (process and thread state that only a
+/// real overflow exercises), gettid and pthread_self (identities a fake
+/// keys its threads by) and the page size.
+pub trait Kernel: Clone + Send + Sync + 'static {
+    /// An open perf event: the overflow event or its switch witness.
+    type Event: AsRawFd + Send + 'static;
+    /// The mmap'd record ring of an overflow event; it outlives the event.
+    type Ring: Send + 'static;
+
+    /// perf_event_open on the calling thread, disabled.
+    fn open(&self, attr: &EventAttr) -> io::Result<Self::Event>;
+    /// The context-switch witness in `leader`'s group, writing its records
+    /// into `leader`'s ring (`PerfEvent::open_switch_witness`).
+    fn open_switch_witness(&self, leader: &Self::Event) -> io::Result<Self::Event>;
+    /// Maps `data_pages` pages of records for `event`.
+    fn map_ring(&self, event: &Self::Event, data_pages: usize) -> io::Result<Self::Ring>;
+    /// Appends every record written since the last drain to `out`, as the
+    /// kernel wrote them (`sample::parse` reads them).
+    fn drain(&self, ring: &mut Self::Ring, out: &mut Vec<u8>);
+    /// The event's id, as PERF_SAMPLE_IDENTIFIER reports it.
+    fn id(&self, event: &Self::Event) -> io::Result<u64>;
+    /// Routes each overflow of `event` to thread `tid` as signal `signo`.
+    fn route_overflows(
+        &self,
+        event: &Self::Event,
+        tid: libc::pid_t,
+        signo: libc::c_int,
+    ) -> io::Result<()>;
+    fn reset(&self, fd: RawFd) -> io::Result<()>;
+    fn enable(&self, fd: RawFd) -> io::Result<()>;
+    /// By fd: the watchdog disables a worker's event from another thread.
+    fn disable(&self, fd: RawFd) -> io::Result<()>;
+    /// The count; None when the event is in error state.
+    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>>;
+
+    /// Moves thread `tid` to exactly `cpu`.
+    fn move_thread(&self, tid: libc::pid_t, cpu: usize) -> io::Result<()>;
+    /// How often thread `tid` was migrated so far, if the kernel says.
+    fn thread_migrations(&self, tid: libc::pid_t) -> Option<u64>;
+    /// perf_event_max_sample_rate.
+    fn max_sample_rate(&self) -> Option<u64>;
+
+    /// CLOCK_MONOTONIC ns: the clock of the sample records and the handler.
+    fn now_ns(&self) -> u64;
+    /// The controller's wait between two passes over the rings.
+    fn pause(&self, d: Duration);
+    /// A worker's or the migrator's wait: `d`, none when zero. The real
+    /// kernel ignores `stop` and preempts threads anywhere; a fake with a
+    /// clock of its own runs the run's threads only between these calls,
+    /// one step per tick of its clock (zero included), and lets them go
+    /// once `stop` is set.
+    fn sleep(&self, d: Duration, stop: &AtomicBool);
+    /// Starts one of the run's threads (workers, migrator).
+    fn spawn<T, F>(&self, name: String, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static;
+}
+
+/// What the overflow handler asks of the kernel once it knows which event
+/// overflowed (`signal::record_overflow`). `Real`'s are async-signal-safe.
+pub trait HandlerKernel {
+    fn now_ns(&self) -> u64;
+    fn current_cpu(&self) -> u32;
+    fn current_thread(&self) -> libc::pthread_t;
+    fn gettid(&self) -> libc::pid_t;
+    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>>;
+    /// Reset mode: RESET and PERIOD, so the next overflow comes `period`
+    /// events from now.
+    fn rearm(&self, fd: RawFd, period: u64) -> io::Result<()>;
+}
+
+/// The machine pmustress runs on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Real;
+
+impl Kernel for Real {
+    type Event = PerfEvent;
+    type Ring = SampleRing;
+
+    fn open(&self, attr: &EventAttr) -> io::Result<PerfEvent> {
+        PerfEvent::open_on_self(attr)
+    }
+
+    fn open_switch_witness(&self, leader: &PerfEvent) -> io::Result<PerfEvent> {
+        PerfEvent::open_switch_witness(leader)
+    }
+
+    fn map_ring(&self, event: &PerfEvent, data_pages: usize) -> io::Result<SampleRing> {
+        SampleRing::map(event, data_pages)
+    }
+
+    fn drain(&self, ring: &mut SampleRing, out: &mut Vec<u8>) {
+        ring.drain(out)
+    }
+
+    fn id(&self, event: &PerfEvent) -> io::Result<u64> {
+        event.id()
+    }
+
+    fn route_overflows(
+        &self,
+        event: &PerfEvent,
+        tid: libc::pid_t,
+        signo: libc::c_int,
+    ) -> io::Result<()> {
+        event.route_overflows_to(tid, signo)
+    }
+
+    fn reset(&self, fd: RawFd) -> io::Result<()> {
+        reset_fd(fd)
+    }
+
+    fn enable(&self, fd: RawFd) -> io::Result<()> {
+        enable_fd(fd)
+    }
+
+    fn disable(&self, fd: RawFd) -> io::Result<()> {
+        disable_fd(fd)
+    }
+
+    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>> {
+        read_count_fd(fd)
+    }
+
+    fn move_thread(&self, tid: libc::pid_t, cpu: usize) -> io::Result<()> {
+        move_thread(tid, cpu)
+    }
+
+    fn thread_migrations(&self, tid: libc::pid_t) -> Option<u64> {
+        thread_migrations(tid)
+    }
+
+    fn max_sample_rate(&self) -> Option<u64> {
+        read_max_sample_rate()
+    }
+
+    fn now_ns(&self) -> u64 {
+        monotonic_ns()
+    }
+
+    fn pause(&self, d: Duration) {
+        std::thread::sleep(d)
+    }
+
+    #[inline(always)]
+    fn sleep(&self, d: Duration, _stop: &AtomicBool) {
+        if !d.is_zero() {
+            std::thread::sleep(d)
+        }
+    }
+
+    fn spawn<T, F>(&self, name: String, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        std::thread::Builder::new().name(name).spawn(f)
+    }
+}
+
+impl HandlerKernel for Real {
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        monotonic_ns()
+    }
+
+    #[inline(always)]
+    fn current_cpu(&self) -> u32 {
+        current_cpu()
+    }
+
+    #[inline(always)]
+    fn current_thread(&self) -> libc::pthread_t {
+        current_thread()
+    }
+
+    #[inline(always)]
+    fn gettid(&self) -> libc::pid_t {
+        gettid()
+    }
+
+    #[inline(always)]
+    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>> {
+        read_count_fd(fd)
+    }
+
+    #[inline(always)]
+    fn rearm(&self, fd: RawFd, period: u64) -> io::Result<()> {
+        rearm_fd(fd, period)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nr_migrations_from_sched_text() {
+        let text = "spin (1234, #threads: 3)\n---\nse.exec_start    :   123.4\nse.nr_migrations                             :                   29\nnr_switches : 5\n";
+        assert_eq!(parse_nr_migrations(text), Some(29));
+        assert_eq!(parse_nr_migrations("se.nr_migrations : x"), None);
+        assert_eq!(parse_nr_migrations(""), None);
+    }
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::cli::MigrateMode;
-use crate::kernel;
+use crate::kernel::{Kernel, Real};
 use crate::worker::WorkerShared;
 
 /// How long the migrator sleeps when no worker can be moved.
@@ -73,7 +73,13 @@ impl Plan {
 }
 
 /// The thread body: rounds of one move per worker until `stop`.
-pub fn run(
+pub fn run(plan: Plan, workers: Vec<Arc<WorkerShared>>, interval: Duration, stop: Arc<AtomicBool>) {
+    run_on(&Real, plan, workers, interval, stop)
+}
+
+/// `run` on any kernel.
+pub fn run_on<K: Kernel>(
+    kernel: &K,
     mut plan: Plan,
     workers: Vec<Arc<WorkerShared>>,
     interval: Duration,
@@ -98,9 +104,9 @@ pub fn run(
             };
             attempted += 1;
             shared.moves_requested.fetch_add(1, Ordering::Relaxed);
-            match kernel::move_thread(shared.tid.load(Ordering::Relaxed), cpu) {
+            match kernel.move_thread(shared.tid.load(Ordering::Relaxed), cpu) {
                 Ok(()) => {
-                    shared.moves.push([kernel::monotonic_ns(), cpu as u64]);
+                    shared.moves.push([kernel.now_ns(), cpu as u64]);
                 }
                 Err(_) => {
                     shared.moves_failed.fetch_add(1, Ordering::Relaxed);
@@ -111,9 +117,10 @@ pub fn run(
             // Nobody to move yet (workers at the start barrier) or any more:
             // spinning here would steal a CPU from the workers, which on a
             // 2-vCPU guest is half the machine.
-            std::thread::sleep(IDLE_POLL);
-        } else if !interval.is_zero() {
-            std::thread::sleep(interval);
+            kernel.sleep(IDLE_POLL, &stop);
+        } else {
+            // Back to back when zero.
+            kernel.sleep(interval, &stop);
         }
     }
 }
@@ -121,6 +128,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel;
 
     #[test]
     fn ping_pong_bounces_each_worker_between_two_cpus() {

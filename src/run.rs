@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
 use crate::judge::{Anomaly, ClosedWindow, Mode, Observation, WorkerJudge, WorkerVerdict};
-use crate::kernel::{self, EventAttr, SampleRing};
+use crate::kernel::{self, EventAttr, Kernel, Real};
 use crate::migrator::{self, Plan};
 use crate::sample::{self, RingIds, RingState};
 use crate::signal::{self, SignalRecord, Slot};
@@ -124,9 +124,11 @@ pub struct RunRecord {
     pub max_sample_rate: (Option<u64>, Option<u64>),
 }
 
-struct Live {
+struct Live<K: Kernel> {
     slot: Arc<Slot>,
-    ring: SampleRing,
+    ring: K::Ring,
+    /// Bytes of the ring's record area.
+    ring_bytes: usize,
     ids: RingIds,
     ring_state: RingState,
     switch_witness: SwitchWitness,
@@ -151,7 +153,7 @@ struct Live {
     anomalies: Vec<Anomaly>,
 }
 
-impl Live {
+impl<K: Kernel> Live<K> {
     /// Judges, in time order, every drained observation up to `horizon`.
     fn judge_until(
         &mut self,
@@ -225,14 +227,6 @@ fn signal_observations(rec: SignalRecord, mode: Mode, out: &mut VecDeque<Observa
     }
 }
 
-pub fn read_max_sample_rate() -> Option<u64> {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 /// Runs one measurement. `stop_signal` says whether SIGINT/SIGTERM came
 /// (and which).
 pub fn run(
@@ -240,6 +234,18 @@ pub fn run(
     stop_signal: &dyn Fn() -> Option<i32>,
     observer: &mut dyn Observer,
 ) -> Result<RunRecord> {
+    run_on(&Real, cfg, stop_signal, observer)
+}
+
+/// `run` on any kernel: the tests' is a scripted fake (`kernel::fake`).
+pub fn run_on<K: Kernel>(
+    kernel: &K,
+    cfg: &RunConfig,
+    stop_signal: &dyn Fn() -> Option<i32>,
+    observer: &mut dyn Observer,
+) -> Result<RunRecord> {
+    // Process and thread state a fake kernel leaves as it is: the
+    // handlers are only ever run by real overflow signals.
     signal::install().context("installing the overflow signal handlers")?;
     // Threads inherit the mask: only workers unblock the overflow signals.
     kernel::set_signal_mask(&signal::worker_signals(), true)
@@ -261,7 +267,7 @@ pub fn run(
         w => w,
     };
     let judge_cfg = cfg.judge_config();
-    let rate_before = read_max_sample_rate();
+    let rate_before = kernel.max_sample_rate();
     let (ready_tx, ready_rx) = mpsc::channel();
     let go = Arc::new(Barrier::new(cfg.workers + 1));
     let mut handles: Vec<Arc<WorkerShared>> = Vec::with_capacity(cfg.workers);
@@ -278,17 +284,23 @@ pub fn run(
                 0
             },
         };
-        let (s, tx, g) = (Arc::clone(&shared), ready_tx.clone(), Arc::clone(&go));
-        let thread = std::thread::Builder::new()
-            .name(format!("worker-{index}"))
-            .spawn(move || worker::run(s, spec, tx, g))
+        let (k, s, tx, g) = (
+            kernel.clone(),
+            Arc::clone(&shared),
+            ready_tx.clone(),
+            Arc::clone(&go),
+        );
+        let thread = kernel
+            .spawn(format!("worker-{index}"), move || {
+                worker::run(k, s, spec, tx, g)
+            })
             .context("spawning a worker thread")?;
         handles.push(shared);
         threads.push(thread);
     }
     drop(ready_tx);
 
-    let mut live: Vec<Option<Live>> = (0..cfg.workers).map(|_| None).collect();
+    let mut live: Vec<Option<Live<K>>> = (0..cfg.workers).map(|_| None).collect();
     let mut setup_error = None;
     for _ in 0..cfg.workers {
         match ready_rx.recv() {
@@ -298,6 +310,7 @@ pub fn run(
                     ring: ready.ring,
                     ids: ready.ids,
                     ring_state: RingState::new(ready.ring_data_size),
+                    ring_bytes: ready.ring_data_size,
                     switch_witness: ready.witness,
                     judge: WorkerJudge::new(ready.index, judge_cfg),
                     mode: cfg.mode,
@@ -337,12 +350,14 @@ pub fn run(
         let workers = handles.clone();
         let stop = Arc::clone(&migrator_stop);
         let interval = Duration::from_nanos(cfg.migrate_interval_ns);
-        std::thread::Builder::new()
-            .name("migrator".into())
-            .spawn(move || migrator::run(plan, workers, interval, stop))
+        let k = kernel.clone();
+        kernel
+            .spawn("migrator".into(), move || {
+                migrator::run_on(&k, plan, workers, interval, stop)
+            })
             .context("spawning the migrator thread")?
     };
-    let started_ns = kernel::monotonic_ns();
+    let started_ns = kernel.now_ns();
     for l in live.iter_mut().flatten() {
         l.heartbeat_seen_ns = started_ns;
         l.last_signal_ns = started_ns;
@@ -353,11 +368,19 @@ pub fn run(
     let mut last_progress = started_ns;
     let mut horizon = started_ns;
     let stop_reason = loop {
-        std::thread::sleep(DRAIN_EVERY);
-        let now = kernel::monotonic_ns();
-        drain_all(&mut live, &handles, observer, &mut progress, now, horizon);
+        kernel.pause(DRAIN_EVERY);
+        let now = kernel.now_ns();
+        drain_all(
+            kernel,
+            &mut live,
+            &handles,
+            observer,
+            &mut progress,
+            now,
+            horizon,
+        );
         horizon = now;
-        watchdog(cfg, &mut live, &handles, now);
+        watchdog(kernel, cfg, &mut live, &handles, now);
 
         if let Some(n) = cfg.interrupts_per_worker {
             for (l, h) in live.iter().zip(&handles) {
@@ -421,10 +444,11 @@ pub fn run(
         .into_iter()
         .map(|t| t.join().unwrap_or_default())
         .collect();
-    let elapsed_ns = kernel::monotonic_ns() - started_ns;
+    let elapsed_ns = kernel.now_ns() - started_ns;
     // The last records: everything the handlers and kernel wrote before
     // DISABLE, then the final count, which is the last stop.
     drain_all(
+        kernel,
         &mut live,
         &handles,
         observer,
@@ -453,7 +477,7 @@ pub fn run(
                 latency: l.judge.latency().clone(),
                 final_count: f.final_count,
                 switch_witness: l.switch_witness,
-                ring_bytes: l.ring.data_size(),
+                ring_bytes: l.ring_bytes,
                 reordered: l.reordered,
                 moves_requested: h.moves_requested.load(Ordering::Relaxed),
                 moves_failed: h.moves_failed.load(Ordering::Relaxed),
@@ -469,7 +493,7 @@ pub fn run(
         elapsed_ns,
         stop_reason,
         stray_signals: signal::stray_counts(),
-        max_sample_rate: (rate_before, read_max_sample_rate()),
+        max_sample_rate: (rate_before, kernel.max_sample_rate()),
     })
 }
 
@@ -479,8 +503,9 @@ pub fn run(
 pub struct SetupError(pub String);
 
 /// Drains every worker's rings and judges what is older than `horizon`.
-fn drain_all(
-    live: &mut [Option<Live>],
+fn drain_all<K: Kernel>(
+    kernel: &K,
+    live: &mut [Option<Live<K>>],
     handles: &[Arc<WorkerShared>],
     observer: &mut dyn Observer,
     progress: &mut Progress,
@@ -495,12 +520,12 @@ fn drain_all(
         // and an unbounded loop never returned to the watchdog and the
         // duration check (a 1.5 s run killed after 30 s).
         for rec in std::iter::from_fn(|| l.slot.pop()).take(SIGNAL_RING_RECORDS) {
-            l.last_signal_ns = now.min(kernel::monotonic_ns());
+            l.last_signal_ns = now.min(kernel.now_ns());
             progress.signals += 1;
             signal_observations(rec, l.mode, &mut l.signals);
         }
         l.bytes.clear();
-        l.ring.drain(&mut l.bytes);
+        kernel.drain(&mut l.ring, &mut l.bytes);
         l.parsed.clear();
         l.garbled += sample::parse(&l.bytes, &l.ids, &mut l.ring_state, &mut l.parsed);
         l.kernel.extend(l.parsed.drain(..));
@@ -517,7 +542,13 @@ fn drain_all(
 
 /// Stops workers that make no progress: a thread that no longer runs user
 /// code (livelocked in signal delivery), or an event that never overflows.
-fn watchdog(cfg: &RunConfig, live: &mut [Option<Live>], handles: &[Arc<WorkerShared>], now: u64) {
+fn watchdog<K: Kernel>(
+    kernel: &K,
+    cfg: &RunConfig,
+    live: &mut [Option<Live<K>>],
+    handles: &[Arc<WorkerShared>],
+    now: u64,
+) {
     for (l, h) in live.iter_mut().zip(handles) {
         let Some(l) = l else { continue };
         if l.stalled.is_some() || h.stop.load(Ordering::Relaxed) {
@@ -546,10 +577,13 @@ fn watchdog(cfg: &RunConfig, live: &mut [Option<Live>], handles: &[Arc<WorkerSha
         if let Some(reason) = reason {
             let fd = h.event_fd.load(Ordering::Acquire);
             if fd >= 0 {
-                let _ = kernel::disable_fd(fd);
+                let _ = kernel.disable(fd);
             }
             h.stop.store(true, Ordering::Release);
             l.stalled = Some(reason);
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

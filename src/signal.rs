@@ -22,7 +22,7 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use crate::kernel;
+use crate::kernel::{self, HandlerKernel, Real};
 use crate::ring::Ring;
 
 /// The largest fd a worker's event may have (the table is indexed by fd).
@@ -242,7 +242,24 @@ pub extern "C" fn on_overflow(
         let poll = &*(info as *const SigPollInfo);
         (poll.fd, poll.code)
     };
-    let time_ns = kernel::monotonic_ns();
+    // SAFETY: this runs on the thread the signal was routed to, which
+    // blocks it before it drops its registration.
+    unsafe { record_overflow(&Real, fd, si_code) }
+}
+
+/// What the overflow handler does once it knows the event (`fd`) and the
+/// siginfo's `si_code`: finds the slot registered for `fd`, reads the
+/// counter, checks the thread, re-arms in reset mode and pushes one record.
+/// A fake kernel calls it as the handler would, with its own clock and
+/// counters (`kernel::fake`).
+///
+/// # Safety
+///
+/// No registration for `fd` may be dropped while this runs: the handler
+/// runs on the owning thread, which blocks the signal before it drops its
+/// registration; any other caller must hold that drop off itself.
+pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code: libc::c_int) {
+    let time_ns = k.now_ns();
     let slot = usize::try_from(fd)
         .ok()
         .filter(|&fd| fd < MAX_FD)
@@ -252,12 +269,12 @@ pub extern "C" fn on_overflow(
         STRAY_OVERFLOWS.fetch_add(1, Ordering::Relaxed);
         return;
     };
-    // SAFETY: a registered slot outlives its registration, and the owner
-    // blocks this signal before unregistering.
+    // SAFETY: a registered slot outlives its registration, which the
+    // caller keeps (this function's contract).
     let slot = unsafe { &*slot };
-    let cpu = kernel::current_cpu();
-    let (value, delivery) = match kernel::read_count_fd(fd) {
-        Ok(Some(v)) if kernel::current_thread() == slot.thread => (v, Delivery::Overflow),
+    let cpu = k.current_cpu();
+    let (value, delivery) = match k.read_count(fd) {
+        Ok(Some(v)) if k.current_thread() == slot.thread => (v, Delivery::Overflow),
         Ok(Some(v)) => (v, Delivery::WrongThread),
         Ok(None) => (0, Delivery::ReadFailed(0)),
         Err(e) => (0, Delivery::ReadFailed(e.raw_os_error().unwrap_or(0))),
@@ -266,11 +283,11 @@ pub extern "C" fn on_overflow(
     if slot.rearm_period != 0 && delivery == Delivery::Overflow {
         // A failed re-arm shows up as a missing next overflow and the
         // watchdog; there is nothing safer to do inside a handler.
-        let _ = kernel::rearm_fd(fd, slot.rearm_period);
+        let _ = k.rearm(fd, slot.rearm_period);
         // Reset mode: the record's time is the reset's, so that every
         // sample before it in time counts from the previous reset and
         // every sample after it from this one.
-        time_ns = kernel::monotonic_ns();
+        time_ns = k.now_ns();
     }
     slot.push(SignalRecord {
         value,
@@ -288,18 +305,30 @@ pub extern "C" fn on_sigio(
     _ctx: *mut libc::c_void,
 ) {
     let _errno = ErrnoGuard::save();
-    let time_ns = kernel::monotonic_ns();
-    let tid = kernel::gettid();
+    // SAFETY: as in `on_overflow`: every worker blocks SIGIO before it
+    // drops its registration.
+    unsafe { record_sigio(&Real) }
+}
+
+/// What the SIGIO handler does: records the fallback in the ring of the
+/// worker whose thread (`k.gettid()`) took it.
+///
+/// # Safety
+///
+/// As for `record_overflow`, for every registration.
+pub unsafe fn record_sigio<K: HandlerKernel>(k: &K) {
+    let time_ns = k.now_ns();
+    let tid = k.gettid();
     for entry in &BY_WORKER {
         let p = entry.load(Ordering::Acquire);
-        // SAFETY: as in `on_overflow`.
+        // SAFETY: as in `record_overflow`.
         if let Some(slot) = unsafe { p.as_ref() }
             && slot.tid == tid
         {
             slot.push(SignalRecord {
                 value: 0,
                 time_ns,
-                cpu: kernel::current_cpu(),
+                cpu: k.current_cpu(),
                 si_code: 0,
                 delivery: Delivery::SigIo,
             });

@@ -9,12 +9,14 @@ handler; judging is the controller's job.
 */
 
 use std::hint::black_box;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::time::Duration;
 
 use crate::cli::SwitchWitness;
-use crate::kernel::{self, EventAttr, PerfEvent, SampleRing};
+use crate::kernel::{self, EventAttr, Kernel};
 use crate::ring::Ring;
 use crate::sample::RingIds;
 use crate::signal::{self, Slot};
@@ -71,10 +73,10 @@ impl WorkerShared {
 }
 
 /// What a worker hands the controller once its event is set up.
-pub struct Ready {
+pub struct Ready<K: Kernel> {
     pub index: usize,
     pub slot: Arc<Slot>,
-    pub ring: SampleRing,
+    pub ring: K::Ring,
     /// Which events write into the ring.
     pub ids: RingIds,
     /// How stops are witnessed: counts, times or none.
@@ -103,30 +105,36 @@ pub struct WorkerSpec {
 }
 
 /// The thread body. Setup errors go to the controller through `ready`.
-pub fn run(
+pub fn run<K: Kernel>(
+    kernel: K,
     shared: Arc<WorkerShared>,
     spec: WorkerSpec,
-    ready: mpsc::Sender<Result<Ready, String>>,
+    ready: mpsc::Sender<Result<Ready<K>, String>>,
     go: Arc<std::sync::Barrier>,
 ) -> Finished {
     let tid = kernel::gettid();
     shared.tid.store(tid, Ordering::Release);
     let stall_for_test =
         std::env::var(TEST_STALL_ENV).is_ok_and(|v| v.trim().parse::<usize>() == Ok(shared.index));
-    let setup = || -> Result<Setup, String> {
-        kernel::move_thread(tid, spec.first_cpu)
+    let setup = || -> Result<Setup<K>, String> {
+        kernel
+            .move_thread(tid, spec.first_cpu)
             .map_err(|e| format!("cannot move worker to CPU {}: {e}", spec.first_cpu))?;
-        let (event, ring, witness, kind) = open_with_witness(&spec)?;
-        event
-            .route_overflows_to(tid, signal::overflow_signal())
+        let (event, ring, witness, kind) = open_with_witness(&kernel, &spec)?;
+        kernel
+            .route_overflows(&event, tid, signal::overflow_signal())
             .map_err(|e| format!("cannot route overflow signals (fcntl): {e}"))?;
-        let id = |e: &PerfEvent| e.id().map_err(|e| format!("cannot read the event id: {e}"));
+        let id = |e: &K::Event| {
+            kernel
+                .id(e)
+                .map_err(|e| format!("cannot read the event id: {e}"))
+        };
         let ids = RingIds {
             event: id(&event)?,
             witness: witness.as_ref().map(id).transpose()?,
         };
         let slot = Arc::new(Slot::new(
-            event.raw_fd(),
+            event.as_raw_fd(),
             tid,
             spec.rearm_period,
             SIGNAL_RING_RECORDS,
@@ -163,8 +171,8 @@ pub fn run(
             return Finished::default();
         }
     };
-    shared.event_fd.store(event.raw_fd(), Ordering::Release);
-    let ring_data_size = ring.data_size();
+    shared.event_fd.store(event.as_raw_fd(), Ordering::Release);
+    let (ring, ring_data_size) = ring;
     let _ = ready.send(Ok(Ready {
         index: shared.index,
         slot,
@@ -178,24 +186,25 @@ pub fn run(
         return Finished::default();
     }
 
-    let migrations_before = kernel_migrations(tid);
+    let migrations_before = kernel.thread_migrations(tid);
+    let fd = event.as_raw_fd();
     let started = kernel::set_signal_mask(&signal::worker_signals(), false)
-        .and_then(|()| event.reset())
-        .and_then(|()| event.enable());
+        .and_then(|()| kernel.reset(fd))
+        .and_then(|()| kernel.enable(fd));
     match started {
         Ok(()) if stall_for_test => stall(&shared),
-        Ok(()) => spin(&shared),
+        Ok(()) => spin(&kernel, &shared),
         Err(_) => {}
     }
     // Pending overflow signals are delivered on the way out of this syscall,
     // before the final read.
-    let _ = event.disable();
-    let final_count = event.read_count().ok().flatten();
-    let final_time_ns = kernel::monotonic_ns();
+    let _ = kernel.disable(fd);
+    let final_count = kernel.read_count(fd).ok().flatten();
+    let final_time_ns = kernel.now_ns();
     let _ = kernel::set_signal_mask(&signal::worker_signals(), true);
     drop(registration);
     shared.event_fd.store(-1, Ordering::Release);
-    let migrations_after = kernel_migrations(tid);
+    let migrations_after = kernel.thread_migrations(tid);
     Finished {
         final_count,
         final_time_ns,
@@ -205,31 +214,40 @@ pub fn run(
     }
 }
 
-struct Setup {
-    event: PerfEvent,
+struct Setup<K: Kernel> {
+    event: K::Event,
     /// Kept open for the worker's life: it samples into `event`'s ring.
-    _witness: Option<PerfEvent>,
+    _witness: Option<K::Event>,
     kind: SwitchWitness,
     slot: Arc<Slot>,
-    ring: SampleRing,
+    ring: MappedRing<K>,
     ids: RingIds,
 }
+
+/// The overflow event, its ring, its witness and how stops are witnessed.
+/// A mapped ring and the bytes of its record area.
+type MappedRing<K> = (<K as Kernel>::Ring, usize);
+
+type Opened<K> = (
+    <K as Kernel>::Event,
+    MappedRing<K>,
+    Option<<K as Kernel>::Event>,
+    SwitchWitness,
+);
 
 /// Opens the overflow event, maps its ring, and opens the stop witness the
 /// spec asks for (after the mapping: the kernel redirects the witness's
 /// records only into a ring that exists). `Auto` tries counts and falls
 /// back to times (the kernel refuses a kernel-counting witness under
 /// perf_event_paranoid > 1).
-fn open_with_witness(
-    spec: &WorkerSpec,
-) -> Result<(PerfEvent, SampleRing, Option<PerfEvent>, SwitchWitness), String> {
-    let open = |context_switch: bool| -> Result<(PerfEvent, SampleRing), String> {
+fn open_with_witness<K: Kernel>(kernel: &K, spec: &WorkerSpec) -> Result<Opened<K>, String> {
+    let open = |context_switch: bool| -> Result<(K::Event, MappedRing<K>), String> {
         let attr = EventAttr {
             context_switch,
             ..spec.attr
         };
-        let event = PerfEvent::open_on_self(&attr).map_err(|e| open_error(&e, &attr))?;
-        let ring = map_ring(&event).map_err(|e| {
+        let event = kernel.open(&attr).map_err(|e| open_error(&e, &attr))?;
+        let ring = map_ring(kernel, &event).map_err(|e| {
             format!(
                 "cannot mmap the sample ring ({e}); perf_event_mlock_kb or RLIMIT_MEMLOCK may be too low for this many workers"
             )
@@ -247,7 +265,7 @@ fn open_with_witness(
         }
         SwitchWitness::Counts | SwitchWitness::Auto => {
             let (event, ring) = open(false)?;
-            match PerfEvent::open_switch_witness(&event) {
+            match kernel.open_switch_witness(&event) {
                 Ok(w) => Ok((event, ring, Some(w), SwitchWitness::Counts)),
                 Err(e) if spec.witness == SwitchWitness::Counts => Err(format!(
                     "cannot open the context-switch witness (--switch-witness counts): {e}; it counts kernel mode, which needs perf_event_paranoid <= 1 or CAP_PERFMON; use --switch-witness times"
@@ -265,10 +283,13 @@ fn open_with_witness(
 /// The largest ring the kernel allows (EPERM: over perf_event_mlock_kb
 /// and RLIMIT_MEMLOCK; ENOMEM), from SAMPLE_RING_PAGES down to
 /// SAMPLE_RING_MIN_PAGES; the size used is in the run's records.
-fn map_ring(event: &PerfEvent) -> std::io::Result<SampleRing> {
+fn map_ring<K: Kernel>(kernel: &K, event: &K::Event) -> std::io::Result<MappedRing<K>> {
     let mut pages = SAMPLE_RING_PAGES;
     loop {
-        match SampleRing::map(event, pages) {
+        match kernel
+            .map_ring(event, pages)
+            .map(|r| (r, pages * kernel::page_size()))
+        {
             Err(e)
                 if pages > SAMPLE_RING_MIN_PAGES
                     && matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOMEM)) =>
@@ -281,9 +302,15 @@ fn map_ring(event: &PerfEvent) -> std::io::Result<SampleRing> {
 }
 
 /// The workload: conditional branches, nothing else, until told to stop.
-fn spin(shared: &WorkerShared) {
+fn spin<K: Kernel>(kernel: &K, shared: &WorkerShared) {
     let mut acc = 0u64;
-    while !shared.stop.load(Ordering::Relaxed) {
+    loop {
+        // Nothing on the real kernel, which preempts the loop anywhere; a
+        // fake kernel runs one round per tick of its clock.
+        kernel.sleep(Duration::ZERO, &shared.stop);
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
         for i in 0..1024u64 {
             if black_box(i) & 3 == 0 {
                 acc = acc.wrapping_add(i);
@@ -324,30 +351,4 @@ fn open_error(e: &std::io::Error, attr: &EventAttr) -> String {
         "perf_event_open(type {}, config {:#x}) failed: {e}; {hint}",
         attr.type_, attr.config
     )
-}
-
-/// se.nr_migrations from /proc/self/task/TID/sched (needs CONFIG_SCHED_DEBUG).
-fn kernel_migrations(tid: libc::pid_t) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched")).ok()?;
-    parse_nr_migrations(&text)
-}
-
-pub fn parse_nr_migrations(text: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        (k.trim() == "se.nr_migrations").then(|| v.trim().parse().ok())?
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nr_migrations_from_sched_text() {
-        let text = "spin (1234, #threads: 3)\n---\nse.exec_start    :   123.4\nse.nr_migrations                             :                   29\nnr_switches : 5\n";
-        assert_eq!(parse_nr_migrations(text), Some(29));
-        assert_eq!(parse_nr_migrations("se.nr_migrations : x"), None);
-        assert_eq!(parse_nr_migrations(""), None);
-    }
 }

@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
             for line in text.lines() {
                 let _ = parse_probe_line(line);
             }
-            let _ = pmustress::worker::parse_nr_migrations(text);
+            let _ = pmustress::kernel::parse_nr_migrations(text);
         }
     }
 });

@@ -1,0 +1,759 @@
+//! The whole run loop on the scripted kernel (`kernel::fake`): workers,
+//! migrator, handler records, ring drains, the merge, the watchdog and
+//! every way a run stops, judged and summed up as run.json has it. The
+//! fake's clock moves 5 ms per controller pass (`DRAIN_EVERY`) and its
+//! scripts step every 1 ms, so every number below follows from the script.
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+use clap::Parser;
+
+use super::*;
+use crate::cli::{Cli, Command};
+use crate::event::Platform;
+use crate::fingerprint::Fingerprint;
+use crate::judge::AnomalyKind;
+use crate::kernel::fake::{Call, FakeKernel, START_NS, Script, Signal, Step};
+use crate::results::{RunResults, Verdict};
+
+const PERIOD: u64 = 100_000;
+const MS: u64 = 1_000_000;
+
+/// The handler's fd and worker tables are process-wide: one run at a time.
+static ONE_RUN: Mutex<()> = Mutex::new(());
+
+/// A Graviton2 (Neoverse-N1, arm64 PMU) as recorded in tests/fixtures.
+fn graviton2() -> Fingerprint {
+    Fingerprint::collect(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fingerprint/graviton2-c6g-6.1-disabled"
+    )))
+}
+
+/// `pmustress run --period 100000 --skid 1000 --cpus 0,1 EXTRA` on it
+/// (`branches`, one worker per CPU unless `--workers`).
+fn config(extra: &[&str]) -> RunConfig {
+    let mut argv = vec![
+        "pmustress",
+        "run",
+        "--period",
+        "100000",
+        "--skid",
+        "1000",
+        "--cpus",
+        "0,1",
+    ];
+    argv.extend_from_slice(extra);
+    let Command::Run(args) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!("a run command")
+    };
+    let platform = Platform::from_fingerprint(&graviton2());
+    RunConfig::from_args(&args, &[0, 1], &platform).unwrap()
+}
+
+/// Everything the run showed its observer.
+#[derive(Default)]
+struct Seen {
+    stream: Vec<(usize, Observation)>,
+    anomalies: Vec<Anomaly>,
+    windows: u64,
+    ticks: u64,
+}
+
+impl Observer for Seen {
+    fn observation(&mut self, worker: usize, observation: &Observation) {
+        self.stream.push((worker, *observation));
+    }
+
+    fn window(&mut self, _window: &ClosedWindow) {
+        self.windows += 1;
+    }
+
+    fn anomaly(&mut self, anomaly: &Anomaly) {
+        self.anomalies.push(anomaly.clone());
+    }
+
+    fn progress(&mut self, _progress: &Progress) {}
+
+    fn tick(&mut self, _now_ns: u64) {
+        self.ticks += 1;
+    }
+}
+
+struct Outcome {
+    record: RunRecord,
+    results: RunResults,
+    seen: Seen,
+    kernel: FakeKernel,
+}
+
+fn run_fake(cfg: &RunConfig, script: Script, stop_signal: &dyn Fn() -> Option<i32>) -> Outcome {
+    let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
+    let kernel = FakeKernel::new(script);
+    let mut seen = Seen::default();
+    let record = run_on(&kernel, cfg, stop_signal, &mut seen).expect("the run starts");
+    let results = RunResults::new(
+        cfg,
+        Vec::new(),
+        &graviton2(),
+        &record,
+        seen.anomalies.clone(),
+        0,
+    );
+    Outcome {
+        record,
+        results,
+        seen,
+        kernel,
+    }
+}
+
+fn no_stop() -> Option<i32> {
+    None
+}
+
+/// Stops on the `n`th controller pass, as a SIGINT between two passes
+/// would.
+fn sigint_on_pass(n: u64) -> impl Fn() -> Option<i32> {
+    let passes = std::cell::Cell::new(0);
+    move || {
+        passes.set(passes.get() + 1);
+        (passes.get() >= n).then_some(libc::SIGINT)
+    }
+}
+
+/// Where the handler of the `k`th overflow (1-based) of a clean free-mode
+/// script reads the counter: 10 events late, read 100 later.
+fn read_of(k: u64) -> u64 {
+    k * PERIOD + 10 + 100
+}
+
+#[test]
+fn free_mode_accounts_for_every_scripted_overflow() {
+    let cfg = config(&["--workers", "1", "--migrate", "none", "--duration", "30ms"]);
+    let out = run_fake(
+        &cfg,
+        Script::default().worker([Step::OVERFLOW; 20]),
+        &no_stop,
+    );
+    let r = &out.results;
+    assert_eq!(r.stop_reason, StopReason::Duration);
+    assert_eq!(r.elapsed_ns, 30 * MS);
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
+    let t = &r.totals;
+    assert_eq!(
+        (
+            t.kernel_samples,
+            t.signals,
+            t.accounted_overflows,
+            t.implied_overflows
+        ),
+        (20, 20, 20, Some(20))
+    );
+    assert_eq!((t.interrupts.on_time, t.deliveries.on_time), (20, 20));
+    assert_eq!(t.dropped_interrupts, 0);
+    assert!(t.anomalies.is_empty(), "{:?}", t.anomalies);
+    assert_eq!(r.workers[0].final_count, Some(read_of(20)));
+    // The kernel's own account: one RESET and ENABLE, the final DISABLE.
+    let log = out.kernel.log(0);
+    assert_eq!(log.calls, [Call::Reset, Call::Enable, Call::Disable]);
+    assert_eq!((log.samples, log.signals, log.skipped), (20, 20, 0));
+    assert_eq!(out.kernel.unplayed(), 0);
+    // 20 samples, 20 signals and the final count; one window per signal.
+    assert_eq!(out.seen.stream.len(), 41);
+    assert_eq!(out.seen.windows, 20);
+    assert_eq!(out.seen.ticks, 6);
+}
+
+#[test]
+fn reset_mode_rearms_after_every_signal() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--duration",
+        "30ms",
+        "--mode",
+        "reset",
+    ]);
+    let out = run_fake(
+        &cfg,
+        Script::default().worker([Step::OVERFLOW; 20]),
+        &no_stop,
+    );
+    let r = &out.results;
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
+    let t = &r.totals;
+    assert_eq!(
+        (t.kernel_samples, t.signals, t.accounted_overflows),
+        (20, 20, 20)
+    );
+    assert_eq!(t.interrupts.on_time, 20);
+    // Every handler re-armed: the counter starts again from 0 each time,
+    // so each sample is 10 events past the first due point.
+    let mut calls = vec![Call::Reset, Call::Enable];
+    calls.extend([Call::Rearm(PERIOD); 20]);
+    calls.push(Call::Disable);
+    assert_eq!(out.kernel.log(0).calls, calls);
+    let samples: Vec<u64> = out
+        .seen
+        .stream
+        .iter()
+        .filter_map(|(_, o)| match o {
+            Observation::Sample { count, .. } => Some(*count),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(samples, [PERIOD + 10; 20]);
+    let resets = out
+        .seen
+        .stream
+        .iter()
+        .filter(|(_, o)| matches!(o, Observation::Reset { .. }))
+        .count();
+    assert_eq!(resets, 20);
+    assert_eq!(r.workers[0].final_count, Some(0));
+}
+
+#[test]
+fn kernel_records_signals_and_moves_are_judged_in_time_order() {
+    // Signals 1.5 ms after their interrupt, so the kernel's ring (drained
+    // first), the handler's ring and the migrator's interleave in time.
+    let script = Script {
+        signal_delay_ns: 1_500_000,
+        ..Script::default()
+    }
+    .worker([
+        Step::OVERFLOW,
+        Step::Switch { before_due: 50_000 },
+        Step::OVERFLOW,
+    ]);
+    let cfg = config(&["--workers", "1", "--duration", "10ms"]);
+    let out = run_fake(&cfg, script, &no_stop);
+    let at = |ms_tenths: u64| START_NS + ms_tenths * MS / 10;
+    let signal = |t, value| Observation::Signal {
+        time_ns: at(t),
+        cpu: 0,
+        value,
+        si_code: signal::POLL_IN,
+        delivery: signal::Delivery::Overflow,
+    };
+    let stream: Vec<Observation> = out.seen.stream.iter().map(|(_, o)| *o).collect();
+    assert_eq!(
+        stream,
+        [
+            Observation::Sample {
+                time_ns: at(10),
+                cpu: 0,
+                count: PERIOD + 10,
+            },
+            // The switch witness: the count where the thread was stopped.
+            Observation::Stop {
+                time_ns: at(20),
+                cpu: 0,
+                count: Some(2 * PERIOD - 50_000),
+            },
+            // Read after the switch: the count had moved on.
+            signal(25, 2 * PERIOD - 50_000 + 100),
+            Observation::Sample {
+                time_ns: at(30),
+                cpu: 0,
+                count: 2 * PERIOD + 10,
+            },
+            signal(45, read_of(2)),
+            // The migrator's rounds, one per pass (ping-pong 0 <-> 1).
+            Observation::Move {
+                time_ns: at(50),
+                cpu: 1,
+            },
+            Observation::Move {
+                time_ns: at(100),
+                cpu: 0,
+            },
+            Observation::Final {
+                time_ns: at(100),
+                count: Some(read_of(2)),
+            },
+        ]
+    );
+    assert_eq!(out.record.workers[0].reordered, 0);
+    assert_eq!(out.kernel.log(0).moves, [(at(50), 1), (at(100), 0)]);
+    let t = &out.results.totals;
+    assert_eq!((t.migrations_requested, t.migrations_kernel), (2, Some(2)));
+    assert_eq!((t.interrupts.stops, t.dropped_interrupts), (1, 0));
+}
+
+#[test]
+fn two_migrated_workers_move_once_per_pass() {
+    let cfg = config(&["--duration", "30ms"]);
+    let script = Script::default()
+        .worker([Step::OVERFLOW; 20])
+        .worker([Step::OVERFLOW; 20]);
+    let out = run_fake(&cfg, script, &no_stop);
+    let r = &out.results;
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
+    // One round of moves per pass, the first once both workers ran: at 5,
+    // 10 ... 30 ms.
+    for w in &r.workers {
+        let c = &w.counts;
+        assert_eq!(
+            (c.kernel_samples, c.signals, c.dropped_interrupts),
+            (20, 20, 0)
+        );
+        assert_eq!(
+            (
+                c.migrations_requested,
+                c.migrations_failed,
+                c.migrations_kernel
+            ),
+            (6, 0, Some(6))
+        );
+        // Signals 1.1-4.1 ms on the first CPU, 5.1-9.1 on the other, ...
+        assert_eq!(c.cpu_changes, 4);
+    }
+    assert_eq!(out.kernel.log(1).moves.len(), 6);
+}
+/// Five clean overflows, one lost at a switch `past_due` events after
+/// its due point, five more.
+fn with_a_loss(past_due: u64) -> Script {
+    let mut steps = vec![Step::OVERFLOW; 5];
+    steps.push(Step::DropAtSwitch { past_due });
+    steps.extend([Step::OVERFLOW; 5]);
+    Script::default().worker(steps)
+}
+
+#[test]
+fn an_overflow_lost_at_a_switch_is_a_dropped_interrupt() {
+    let cfg = config(&["--workers", "1", "--migrate", "none", "--duration", "20ms"]);
+    let out = run_fake(&cfg, with_a_loss(5_000), &no_stop);
+    let r = &out.results;
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Dropped, 1));
+    let t = &r.totals;
+    assert_eq!(
+        (
+            t.kernel_samples,
+            t.dropped_interrupts,
+            t.accounted_overflows
+        ),
+        (10, 1, 11)
+    );
+    assert_eq!((t.interrupts.stops, t.signals), (1, 10));
+    assert_eq!(t.implied_overflows, Some(11));
+    assert_eq!(
+        t.anomalies.iter().collect::<Vec<_>>(),
+        [(&AnomalyKind::DroppedInterrupt, &1)]
+    );
+    let a = &out.seen.anomalies[0];
+    assert_eq!((a.dropped, a.time_ns), (1, START_NS + 7 * MS));
+    // The arm64 bug's signature: two interrupts two periods apart.
+    assert_eq!(a.interrupt_gap, Some(2 * PERIOD));
+}
+
+#[test]
+fn an_overflow_lost_at_a_switch_is_a_dropped_interrupt_in_reset_mode() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--duration",
+        "20ms",
+        "--mode",
+        "reset",
+    ]);
+    let out = run_fake(&cfg, with_a_loss(5_000), &no_stop);
+    let r = &out.results;
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Dropped, 1));
+    let t = &r.totals;
+    assert_eq!(
+        (
+            t.kernel_samples,
+            t.dropped_interrupts,
+            t.accounted_overflows
+        ),
+        (10, 1, 11)
+    );
+    // Counts start again at every reset: the interrupt after the loss is
+    // two periods (and 10 events) past the last reset.
+    assert_eq!(out.seen.anomalies[0].delta, 2 * PERIOD + 10);
+    // Ten handlers read and re-armed; the lost overflow's never ran.
+    let log = out.kernel.log(0);
+    let rearms = log.calls.iter().filter(|c| **c == Call::Rearm(PERIOD));
+    assert_eq!(rearms.count(), 10);
+
+    // The re-armed due point is known only within the handler's slack
+    // (1000 events): a stop 500 events past it may have found the
+    // overflow pending or not yet due, and the judge says so.
+    let out = run_fake(&cfg, with_a_loss(500), &no_stop);
+    let r = &out.results;
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
+    let t = &r.totals;
+    assert_eq!(
+        (t.dropped_interrupts, t.ambiguous, t.accounted_overflows),
+        (0, 1, 11)
+    );
+}
+
+#[test]
+fn enough_anomalies_end_the_run_at_the_pass_that_judged_them() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--duration",
+        "1s",
+        "--stop-after-anomalies",
+        "1",
+    ]);
+    let out = run_fake(&cfg, with_a_loss(5_000), &no_stop);
+    let r = &out.results;
+    assert_eq!(r.stop_reason, StopReason::Anomalies);
+    // The interrupt at 7 ms shows the loss; the pass at 15 ms judges up
+    // to 10 ms.
+    assert_eq!(r.elapsed_ns, 15 * MS);
+    assert_eq!(
+        (r.verdict, r.totals.dropped_interrupts),
+        (Verdict::Dropped, 1)
+    );
+}
+
+#[test]
+fn injected_drops_are_counted_exactly() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--duration",
+        "30ms",
+        "--inject-drop-every",
+        "4",
+    ]);
+    let out = run_fake(
+        &cfg,
+        Script::default().worker([Step::OVERFLOW; 20]),
+        &no_stop,
+    );
+    let r = &out.results;
+    assert!(r.injected);
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Dropped, 1));
+    let t = &r.totals;
+    // Every 4th of 20: 5 samples and their signals discarded.
+    assert_eq!(
+        (t.kernel_samples, t.injected, t.dropped_interrupts),
+        (15, 5, 5)
+    );
+    assert_eq!((t.signals, t.deliveries.injected), (15, 5));
+    assert_eq!(t.accounted_overflows, 20);
+}
+#[test]
+fn a_throttled_event_is_throttled_not_dropped() {
+    let cfg = config(&["--workers", "1", "--migrate", "none", "--duration", "20ms"]);
+    let mut steps = vec![Step::OVERFLOW; 5];
+    steps.extend([Step::Throttle, Step::Unthrottle]);
+    steps.extend([Step::OVERFLOW; 5]);
+    let out = run_fake(&cfg, Script::default().worker(steps), &no_stop);
+    let r = &out.results;
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
+    let t = &r.totals;
+    assert_eq!((t.interrupts.throttled, t.interrupts.unthrottled), (1, 1));
+    assert_eq!(
+        t.anomalies.iter().collect::<Vec<_>>(),
+        [(&AnomalyKind::Throttled, &1)]
+    );
+    assert_eq!(out.seen.anomalies[0].time_ns, START_NS + 6 * MS);
+    assert_eq!(
+        (
+            t.kernel_samples,
+            t.dropped_interrupts,
+            t.accounted_overflows
+        ),
+        (10, 0, 10)
+    );
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.starts_with("the kernel throttled the event 1 times")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn sigio_and_a_wrong_thread_are_delivery_faults_never_drops() {
+    let cfg = config(&["--workers", "1", "--migrate", "none", "--duration", "20ms"]);
+    let mut steps = vec![Step::OVERFLOW; 3];
+    // The realtime queue is full: this interrupt's signal comes as SIGIO.
+    steps.push(Step::Overflow {
+        late: 10,
+        signal: Signal::Merged,
+    });
+    steps.push(Step::SigIo);
+    steps.extend([Step::OVERFLOW; 3]);
+    steps.push(Step::Overflow {
+        late: 10,
+        signal: Signal::WrongThread,
+    });
+    steps.extend([Step::OVERFLOW; 3]);
+    let out = run_fake(&cfg, Script::default().worker(steps), &no_stop);
+    let r = &out.results;
+    let t = &r.totals;
+    assert_eq!(
+        (
+            t.kernel_samples,
+            t.accounted_overflows,
+            t.dropped_interrupts
+        ),
+        (11, 11, 0)
+    );
+    let d = &t.deliveries;
+    assert_eq!((d.sigio, d.wrong_thread), (1, 1));
+    assert_eq!(
+        t.anomalies.iter().collect::<Vec<_>>(),
+        [
+            (&AnomalyKind::SignalQueueOverflow, &1),
+            (&AnomalyKind::ToolError, &1)
+        ]
+    );
+    // A signal on the wrong thread is ours or the kernel's routing bug.
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
+    assert_eq!(
+        r.inconclusive_because,
+        ["1 overflow signals landed on the wrong thread"]
+    );
+    // One of the 11 interrupts' signals came as the SIGIO.
+    let log = out.kernel.log(0);
+    assert_eq!((log.samples, log.signals, log.sigio), (11, 10, 1));
+}
+
+#[test]
+fn counted_mode_stops_each_worker_once_its_signals_are_judged() {
+    let cfg = config(&["--migrate", "none", "--interrupts", "7"]);
+    let script = Script::default()
+        .worker([Step::OVERFLOW; 30])
+        .worker([Step::OVERFLOW; 30]);
+    let out = run_fake(&cfg, script, &no_stop);
+    let r = &out.results;
+    assert_eq!(r.stop_reason, StopReason::Interrupts);
+    // The budget counts judged signals, which trail the kernel by a pass:
+    // at 15 ms, 9 are judged (up to 10 ms); by then 15 interrupts were
+    // taken and 14 signals delivered (the 15th is due at 15.1 ms).
+    assert_eq!(r.elapsed_ns, 15 * MS);
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
+    for (i, w) in r.workers.iter().enumerate() {
+        let c = &w.counts;
+        assert_eq!((c.kernel_samples, c.signals), (15, 14));
+        assert_eq!(c.deliveries.in_flight, 1);
+        assert_eq!(w.final_count, Some(15 * PERIOD + 10));
+        assert_eq!(out.kernel.log(i).calls.last(), Some(&Call::Disable));
+    }
+    // The rest of each script never ran: 15 steps and the signal due at
+    // 15.1 ms, for each worker.
+    assert_eq!(out.kernel.unplayed(), 2 * 16);
+}
+
+#[test]
+fn a_stop_request_ends_the_run_between_two_passes() {
+    let cfg = config(&["--workers", "1", "--migrate", "none", "--duration", "1s"]);
+    let out = run_fake(
+        &cfg,
+        Script::default().worker([Step::OVERFLOW; 30]),
+        &sigint_on_pass(4),
+    );
+    let r = &out.results;
+    assert_eq!(r.stop_reason, StopReason::Signal(libc::SIGINT));
+    assert_eq!(r.elapsed_ns, 20 * MS);
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Interrupted, 130));
+    let t = &r.totals;
+    assert_eq!(
+        (t.kernel_samples, t.signals, t.dropped_interrupts),
+        (20, 19, 0)
+    );
+    assert_eq!(r.workers[0].final_count, Some(20 * PERIOD + 10));
+}
+
+#[test]
+fn watchdog_stops_a_worker_whose_event_stops_overflowing() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--duration",
+        "1s",
+        "--watchdog",
+        "50ms",
+    ]);
+    let out = run_fake(
+        &cfg,
+        Script::default().worker([Step::OVERFLOW; 3]),
+        &no_stop,
+    );
+    let r = &out.results;
+    assert_eq!(r.stop_reason, StopReason::WorkersGone);
+    // The last signals were drained at 5 ms; 55 ms later is past 50 ms.
+    assert_eq!(r.elapsed_ns, 60 * MS);
+    assert_eq!(
+        r.workers[0].stalled.as_deref(),
+        Some(
+            "worker 0 got no overflow signal for 55 ms while running: the event does not count or overflow here"
+        )
+    );
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
+    assert_eq!(r.totals.signals, 3);
+    // The watchdog's DISABLE, then the worker's own.
+    assert_eq!(
+        out.kernel.log(0).calls,
+        [Call::Reset, Call::Enable, Call::Disable, Call::Disable]
+    );
+}
+
+#[test]
+fn watchdog_stops_a_worker_that_runs_no_user_code() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--duration",
+        "1s",
+        "--watchdog",
+        "50ms",
+    ]);
+    let mut steps = vec![Step::OVERFLOW; 12];
+    steps.push(Step::Stall);
+    steps.extend([Step::OVERFLOW; 100]);
+    let out = run_fake(&cfg, Script::default().worker(steps), &no_stop);
+    let r = &out.results;
+    // Its last round was at 10 ms; signals kept coming.
+    assert_eq!(r.elapsed_ns, 65 * MS);
+    assert_eq!(
+        r.workers[0].stalled.as_deref(),
+        Some(
+            "worker 0 ran no user code for 55 ms (livelocked in the kernel?): its event was disabled"
+        )
+    );
+    assert_eq!(r.stop_reason, StopReason::WorkersGone);
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
+}
+
+#[test]
+fn an_event_that_cannot_be_opened_stops_the_run_with_the_reason() {
+    let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
+    let kernel = FakeKernel::new(Script {
+        open_error: Some(libc::ENOENT),
+        ..Script::default()
+    });
+    let cfg = config(&["--migrate", "none", "--duration", "10ms"]);
+    let err = run_on(&kernel, &cfg, &no_stop, &mut Seen::default())
+        .err()
+        .expect("no event, no run");
+    assert!(err.downcast_ref::<SetupError>().is_some());
+    assert_eq!(
+        err.to_string(),
+        "perf_event_open(type 8, config 0x21) failed: No such file or directory (os error 2); the PMU does not support this event (no hardware PMU in a VM? try --event task-clock)"
+    );
+}
+#[test]
+fn a_refused_witness_falls_back_to_switch_times() {
+    let script = Script {
+        witness_opens: false,
+        ..Script::default()
+    }
+    .worker([
+        Step::OVERFLOW,
+        Step::OVERFLOW,
+        Step::Switch { before_due: 50_000 },
+        Step::OVERFLOW,
+        Step::OVERFLOW,
+    ]);
+    let cfg = config(&["--workers", "1", "--migrate", "none", "--duration", "10ms"]);
+    let out = run_fake(&cfg, script, &no_stop);
+    let r = &out.results;
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
+    let w = &r.workers[0];
+    assert_eq!(w.switch_witness, SwitchWitness::Times);
+    let i = &w.counts.interrupts;
+    assert_eq!(
+        (i.samples, i.stops, i.stops_without_count, i.dropped),
+        (4, 1, 1, 0)
+    );
+    // The witness was refused, and the event opened again asking for
+    // PERF_RECORD_SWITCH.
+    let opened = out.kernel.log(0).opened;
+    assert_eq!(
+        opened.iter().map(|a| a.context_switch).collect::<Vec<_>>(),
+        [false, true]
+    );
+}
+
+/// What main's observer does with a run: the results directory.
+struct Files {
+    files: crate::export::ResultsDir,
+    anomalies: Vec<Anomaly>,
+}
+
+impl Observer for Files {
+    fn observation(&mut self, worker: usize, observation: &Observation) {
+        self.files.record_observation(worker, observation);
+    }
+
+    fn window(&mut self, window: &ClosedWindow) {
+        self.files.record_window(window);
+    }
+
+    fn anomaly(&mut self, anomaly: &Anomaly) {
+        self.files.record_anomaly(anomaly);
+        self.anomalies.push(anomaly.clone());
+    }
+
+    fn progress(&mut self, _progress: &Progress) {}
+
+    fn tick(&mut self, now_ns: u64) {
+        self.files.tick(now_ns);
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.files.failure()
+    }
+}
+
+#[test]
+fn run_json_has_the_totals_and_the_raw_stream_replays_to_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&["--duration", "30ms"]);
+    let argv = vec!["pmustress".to_string(), "run".to_string()];
+    let script = with_a_loss(5_000).worker([Step::OVERFLOW; 20]);
+    let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
+    let kernel = FakeKernel::new(script);
+    let mut files = Files {
+        files: crate::export::ResultsDir::create(dir.path(), &cfg, &argv, false).unwrap(),
+        anomalies: Vec::new(),
+    };
+    let record = run_on(&kernel, &cfg, &no_stop, &mut files).unwrap();
+    let results = RunResults::new(&cfg, argv, &graviton2(), &record, files.anomalies, 0);
+    files.files.finish(kernel.now_ns(), &results).unwrap();
+
+    let text = std::fs::read_to_string(dir.path().join("run.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let at = |pointer: &str| json.pointer(pointer).cloned().unwrap_or_default();
+    assert_eq!(at("/verdict"), "dropped");
+    assert_eq!(at("/exit_status"), 1);
+    assert_eq!(at("/totals/kernel_samples"), 30);
+    assert_eq!(at("/totals/accounted_overflows"), 31);
+    assert_eq!(at("/totals/dropped_interrupts"), 1);
+    assert_eq!(at("/workers/0/dropped_interrupts"), 1);
+    assert_eq!(at("/workers/1/dropped_interrupts"), 0);
+    // Ping-pong, one round per pass: 6 moves each.
+    assert_eq!(at("/totals/migrations_requested"), 12);
+
+    let replay = crate::replay::replay_dir(dir.path()).unwrap();
+    assert!(replay.differences.is_empty(), "{:?}", replay.differences);
+    assert_eq!(
+        (replay.verdict.as_str(), replay.exit_status),
+        ("dropped", 1)
+    );
+}
