@@ -200,8 +200,11 @@ pub fn accounting(i: &InterruptTotals, d: &DeliveryTotals, implied: &str) -> Str
     );
     let _ = writeln!(
         s,
-        "stops witnessed: {} ({} without their count); throttled {} times",
-        i.stops, i.stops_without_count, i.throttled
+        "stops witnessed: {} ({} without their count); throttled {} {}",
+        i.stops,
+        i.stops_without_count,
+        i.throttled,
+        if i.throttled == 1 { "time" } else { "times" }
     );
     let _ = writeln!(
         s,

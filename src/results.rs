@@ -355,8 +355,9 @@ impl RunResults {
         }
         if i.throttled > 0 {
             warnings.push(format!(
-                "the kernel throttled the event {} times (THROTTLE records; no overflow is lost by it): raise perf_event_max_sample_rate or use a longer --period",
-                i.throttled
+                "the kernel throttled the event {} {} (THROTTLE records; no overflow is lost by it): raise perf_event_max_sample_rate or use a longer --period",
+                i.throttled,
+                plural(i.throttled, "time", "times")
             ));
         }
         if let (Some(a), Some(b)) = (record.max_sample_rate.0, record.max_sample_rate.1)
@@ -404,10 +405,9 @@ impl RunResults {
         }
         if d.late_by_a_period > 0 {
             warnings.push(format!(
-                "{} {} read a period or more after their interrupt: {}",
+                "{} {} read a period or more after their interrupt: the thread did not run; not a lost interrupt",
                 d.late_by_a_period,
                 plural(d.late_by_a_period, "signal was", "signals were"),
-                AnomalyKind::LateSignal.advice()
             ));
         }
         if i.timer_skips > 0 {

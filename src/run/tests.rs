@@ -476,7 +476,7 @@ fn a_throttled_event_is_throttled_not_dropped() {
     assert!(
         r.warnings
             .iter()
-            .any(|w| w.starts_with("the kernel throttled the event 1 times")),
+            .any(|w| w.starts_with("the kernel throttled the event 1 time (")),
         "{:?}",
         r.warnings
     );
