@@ -155,9 +155,24 @@ pub fn run<K: Kernel>(
         slot,
         ring,
         ids,
-    } = match setup() {
-        Ok(parts) => parts,
-        Err(e) => {
+    } = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(setup)) {
+        Ok(Ok(parts)) => parts,
+        // A panic here would leave the controller waiting for a report
+        // that never comes and the others at the barrier: report it.
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string());
+            let _ = ready.send(Err(format!(
+                "worker {} failed while opening its event: {what} (our bug: please report it)",
+                shared.index
+            )));
+            go.wait();
+            return Finished::default();
+        }
+        Ok(Err(e)) => {
             let _ = ready.send(Err(e));
             go.wait();
             return Finished::default();

@@ -129,6 +129,8 @@ pub struct Script {
     pub witness_opens: bool,
     /// An errno for every perf_event_open (no PMU: ENOENT).
     pub open_error: Option<i32>,
+    /// Opening an event panics (our bug in a worker's setup).
+    pub open_panics: bool,
     /// perf_event_max_sample_rate.
     pub max_sample_rate: Option<u64>,
 }
@@ -142,6 +144,7 @@ impl Default for Script {
             workers: Vec::new(),
             witness_opens: true,
             open_error: None,
+            open_panics: false,
             max_sample_rate: Some(100_000),
         }
     }
@@ -868,6 +871,10 @@ impl FakeKernel {
     fn open_event(&self, attr: &EventAttr, leader: Option<usize>) -> io::Result<FakeEvent> {
         let worker = worker_of_this_thread()?;
         let mut st = self.sim.lock();
+        if st.script.open_panics {
+            drop(st);
+            panic!("scripted panic in perf_event_open");
+        }
         st.log(worker).opened.push(*attr);
         if let Some(e) = st.script.open_error {
             return Err(errno(e));

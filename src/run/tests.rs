@@ -658,6 +658,24 @@ fn an_event_that_cannot_be_opened_stops_the_run_with_the_reason() {
     );
 }
 #[test]
+fn a_worker_that_panics_while_opening_stops_the_run_with_the_reason() {
+    let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
+    let kernel = FakeKernel::new(Script {
+        open_panics: true,
+        ..Script::default()
+    });
+    let cfg = config(&["--workers", "2", "--migrate", "none", "--duration", "10ms"]);
+    let err = run_on(&kernel, &cfg, &no_stop, &mut Seen::default())
+        .err()
+        .expect("no event, no run");
+    assert!(
+        err.to_string()
+            .contains("failed while opening its event: scripted panic in perf_event_open"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_refused_witness_falls_back_to_switch_times() {
     let script = Script {
         witness_opens: false,
