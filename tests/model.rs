@@ -409,6 +409,34 @@ fn reset_mode_exact_stops() {
     );
 }
 
+/// Reset mode: the records place the due point after a reset only within
+/// the handler slack, so a final DISABLE inside that range fits "pending,
+/// lost there" and "not yet due" alike. Seed 176 ends at count 10,058 after
+/// its last reset (the due point is placed in [10,000, 11,000]) with the
+/// overflow pending: the judge's one ambiguous overflow must be in the budget.
+#[test]
+fn final_stop_within_the_reset_slack() {
+    let mut cfg = ModelConfig::new(10_000, Mode::Reset, 20);
+    cfg.stops_per_period = 0.0;
+    cfg.stop_near_due = 0.0;
+    cfg.latency.late = 0;
+    cfg.latency.period_late = 0;
+    cfg.signal_late = 0.0;
+    let g = model::generate(&cfg, 176);
+    assert!(matches!(
+        g.observations.last(),
+        Some(Observation::Final {
+            count: Some(10_058),
+            ..
+        })
+    ));
+    assert_eq!(g.truth.lost_at_final, 1, "{:?}", g.truth);
+    let v = judge(&cfg, &g);
+    assert_eq!(v.interrupts.ambiguous, 1, "{v:?}");
+    assert_eq!(ambiguity_budget(&g.truth), 1, "{:?}", g.truth);
+    both(&cfg, &g, &v).unwrap();
+}
+
 /// Free mode, user-mode counting, every stop recorded with its count: one
 /// explanation, so the ambiguity budget is zero and the judge must find the
 /// truth exactly.

@@ -208,11 +208,12 @@ pub struct Truth {
     /// recorded without its count) before the next sample: any of them may
     /// have been lost there, or not.
     pub overflows_after_unknown_stop: u64,
-    /// Recorded stops where the records cannot tell whether an overflow
-    /// was pending, or whether the restart re-based: the stop's count range
-    /// (the witness's count, up to `stop_slack` more counting kernel mode)
-    /// against the range the due point is known in (exact, but after a
-    /// reset only within the handler slack).
+    /// Recorded stops (and the final DISABLE) where the records cannot tell
+    /// whether an overflow was pending, or whether the restart re-based: the
+    /// stop's count range (the witness's count, up to `stop_slack` more
+    /// counting kernel mode; the final count is exact) against the range the
+    /// due point is known in (exact, but after a reset only within the
+    /// handler slack).
     pub stops_uncertain: u64,
     /// Reset mode: resets, and interrupts taken between a RESET and its
     /// PERIOD (their sample counts from the reset but comes before it).
@@ -971,6 +972,12 @@ impl Sim<'_> {
             } else {
                 self.lose(pend, true);
             }
+        }
+        // The final DISABLE is a stop with an exact count, but where the
+        // records place the due point only within a range (after a reset),
+        // a count inside it fits "pending" and "not yet due" alike.
+        if self.jlo <= self.a && self.jhi > self.a {
+            self.truth.stops_uncertain += 1;
         }
         self.truth.in_flight += self.queue.len() as u64;
         self.flush_ring_gap();
