@@ -592,6 +592,82 @@ fn lost_records_and_throttling() {
     );
 }
 
+/// A hand-written stream, judged: one observation per microsecond.
+fn judge_stream(cfg: &ModelConfig, observations: Vec<Observation>) -> WorkerVerdict {
+    let g = Generated {
+        observations,
+        truth: Truth::default(),
+        samples: Vec::new(),
+    };
+    judge(cfg, &g)
+}
+
+fn sample(time_ns: u64, count: u64) -> Observation {
+    Observation::Sample {
+        time_ns,
+        cpu: 0,
+        count,
+    }
+}
+
+fn signal(time_ns: u64, value: u64) -> Observation {
+    Observation::Signal {
+        time_ns,
+        cpu: 0,
+        value,
+        si_code: 1,
+        delivery: pmustress::judge::Delivery::Overflow,
+    }
+}
+
+fn stop(time_ns: u64, count: u64) -> Observation {
+    Observation::Stop {
+        time_ns,
+        cpu: 0,
+        count: Some(count),
+    }
+}
+
+/// A stop finds the overflow due at 20,000 pending a period and more past
+/// it (30,027): the stop clears it and the restart re-bases (rule 1), next
+/// due at 40,027. That interrupt's sample is lost in a ring gap. The grid
+/// after the gap is the re-based one: the samples at 50,100 and 60,100 are
+/// on time, and the stop at 60,010 found nothing pending. (Seed 72 of
+/// `lost_records_and_throttling` at 5x10^6: the judge kept the old grid
+/// across the gap and found a later sample unexplained.)
+#[test]
+fn a_ring_gap_after_a_stop_that_lost_and_re_based() {
+    let cfg = ModelConfig::new(10_000, Mode::Free, 0);
+    let v = judge_stream(
+        &cfg,
+        vec![
+            sample(1_000, 10_100),
+            signal(2_000, 10_150),
+            stop(3_000, 30_027),
+            signal(4_000, 40_150),
+            Observation::Lost {
+                time_ns: 5_000,
+                lost: 1,
+            },
+            sample(6_000, 50_100),
+            signal(7_000, 50_150),
+            stop(8_000, 60_010),
+            sample(9_000, 60_100),
+            signal(10_000, 60_150),
+            Observation::Final {
+                time_ns: 11_000,
+                count: Some(60_200),
+            },
+        ],
+    );
+    let i = &v.interrupts;
+    assert_eq!(i.unexplained, 0, "{i:?}");
+    assert_eq!((i.samples, i.on_time), (3, 3), "{i:?}");
+    assert_eq!((i.dropped, i.rebased_at_restart), (1, 1), "{i:?}");
+    assert_eq!(i.ambiguous, 0, "{i:?}");
+    assert_eq!(i.lost_records, 1, "{i:?}");
+}
+
 /// Reset mode: an interrupt taken between the handler's RESET and its
 /// PERIOD writes a sample counting from the reset, but its record comes
 /// before the reset's (whose time is taken after PERIOD). The judge cannot

@@ -289,7 +289,7 @@ impl InterruptJudge {
             return;
         }
         if std::mem::take(&mut self.ring_gap) {
-            self.reanchor_after_ring_gap(count);
+            self.reanchor_after_ring_gap(time_ns, count);
         }
         self.unwitnessed_stops(time_ns, cpu);
         let p = self.cfg.period;
@@ -669,7 +669,7 @@ impl InterruptJudge {
             // PERIOD may have had their samples in the gap (the PERIOD
             // re-arms after them anyway). The gap may also be after this
             // reset (the LOST comes at the next sample): it stays open.
-            self.ring_gap_up_to(read.saturating_add(slack));
+            self.ring_gap_up_to(time_ns, read.saturating_add(slack));
         }
         // Stops the witness missed since the last sample come before the
         // PERIOD's: as at a sample (they were never considered without one).
@@ -699,7 +699,7 @@ impl InterruptJudge {
             if std::mem::take(&mut self.ring_gap) {
                 // A LOST record since the last sample: the overflows due
                 // by the end may have had their samples in the gap.
-                self.ring_gap_up_to(count);
+                self.ring_gap_up_to(time_ns, count);
             }
             // Stops the witness missed since the last sample come first:
             // one may have lost the overflow this stop would find pending.
@@ -755,9 +755,9 @@ impl InterruptJudge {
     /// After a LOST record: samples (or stops) are missing up to `count`.
     /// The due points passed in the gap are counted `record_lost`, the grid
     /// kept, and stops in the gap taken as unknown.
-    fn reanchor_after_ring_gap(&mut self, count: u64) {
+    fn reanchor_after_ring_gap(&mut self, time_ns: u64, count: u64) {
         if let Some(last) = count.checked_sub(self.cfg.period) {
-            self.ring_gap_up_to(last);
+            self.ring_gap_up_to(time_ns, last);
         }
         self.stops_unwitnessed = true;
         self.merge();
@@ -766,11 +766,41 @@ impl InterruptJudge {
     /// The due points up to `last` passed in a ring gap: `record_lost`
     /// (their samples, or the stops that lost them, may be in the gap), the
     /// grid kept.
-    fn ring_gap_up_to(&mut self, last: u64) {
+    fn ring_gap_up_to(&mut self, time_ns: u64, last: u64) {
         let p = self.cfg.period;
+        // A stop before the gap found an overflow pending: lost there (the
+        // restart re-arms from the stop's count by rule 1 or 2), or taken
+        // before the stop with its sample in the gap (the grid kept). Only
+        // the second was followed: after a restart that re-based, every due
+        // point after the gap was off and a later sample fit no hypothesis.
+        let mut hyps = Vec::with_capacity(self.hyps.len() * 2);
+        for mut h in std::mem::take(&mut self.hyps) {
+            if let Some((lo, hi)) = h.pending_stop.take() {
+                let mut lost = h.clone();
+                let stop = Stop {
+                    lo,
+                    hi,
+                    kind: StopKind::Switch,
+                };
+                let event = InterruptEvent {
+                    kind: InterruptEventKind::Dropped,
+                    time_ns,
+                    cpu: u32::MAX,
+                    count: lo,
+                    prev_count: self.prev_count,
+                    overflows: 1,
+                    stop_count: Some(lo),
+                    lateness: None,
+                    injected: false,
+                };
+                lose_at_stop(&mut lost, p, stop, event);
+                hyps.push(lost);
+            }
+            hyps.push(h);
+        }
+        self.hyps = hyps;
         let mut record_lost = 0;
         for h in &mut self.hyps {
-            h.pending_stop = None;
             if h.due.unknown() || last < h.due.lo {
                 continue;
             }
