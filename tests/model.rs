@@ -668,6 +668,42 @@ fn a_ring_gap_after_a_stop_that_lost_and_re_based() {
     assert_eq!(i.lost_records, 1, "{i:?}");
 }
 
+/// Reset mode: after the reset the records place the due point in
+/// [10,000, 11,000] (the PERIOD's restart is somewhere in the handler
+/// slack); it was at 10,750. A ring gap (a stop record, nothing pending)
+/// comes before the sample at 20,700, the interrupt of that due point 9,950
+/// late; the next is due at 20,750 and taken at 20,800. Due points up to
+/// 20,700 - period passed in the gap: only those in [10,000, 10,700] of the
+/// range. (Seed 72 of `lost_records_and_throttling` at 5x10^6: the judge
+/// moved the whole range a period on and found 20,800 unexplained.)
+#[test]
+fn a_ring_gap_splits_a_due_range_at_its_last_due_point() {
+    let cfg = ModelConfig::new(10_000, Mode::Reset, 0);
+    let v = judge_stream(
+        &cfg,
+        vec![
+            sample(1_000, 10_100),
+            signal(2_000, 10_150),
+            Observation::Reset { time_ns: 2_000 },
+            Observation::Lost {
+                time_ns: 3_000,
+                lost: 1,
+            },
+            sample(4_000, 20_700),
+            sample(5_000, 20_800),
+            Observation::Final {
+                time_ns: 6_000,
+                count: Some(20_900),
+            },
+        ],
+    );
+    let i = &v.interrupts;
+    assert_eq!(i.unexplained, 0, "{i:?}");
+    assert_eq!((i.samples, i.on_time, i.late), (3, 2, 1), "{i:?}");
+    assert_eq!((i.dropped, i.ambiguous), (0, 0), "{i:?}");
+    assert_eq!(i.lost_records, 1, "{i:?}");
+}
+
 /// Reset mode: an interrupt taken between the handler's RESET and its
 /// PERIOD writes a sample counting from the reset, but its record comes
 /// before the reset's (whose time is taken after PERIOD). The judge cannot

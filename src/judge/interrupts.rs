@@ -798,15 +798,31 @@ impl InterruptJudge {
             }
             hyps.push(h);
         }
-        self.hyps = hyps;
         let mut record_lost = 0;
-        for h in &mut self.hyps {
+        for mut h in hyps {
             if h.due.unknown() || last < h.due.lo {
+                self.hyps.push(h);
                 continue;
             }
-            let k = (last - h.due.lo) / p + 1;
+            let mut k = (last - h.due.lo) / p + 1;
             record_lost = record_lost.max(k);
+            // A due point above `last - (k - 1) * p` passed one grid point
+            // fewer in the gap. Where the due point is a range (after a
+            // reset, an unexplained sample, a stop whose count is a range)
+            // the range is split there: advancing it all by k periods put
+            // the next due point a period ahead of the truth when it lay in
+            // the upper part, and a later sample fit no hypothesis.
+            while k > 0 && h.due.hi > last - (k - 1) * p {
+                let top = last - (k - 1) * p;
+                let mut below = h.clone();
+                below.due.hi = top;
+                below.due = below.due.plus(k * p);
+                self.hyps.push(below);
+                h.due.lo = top + 1;
+                k -= 1;
+            }
             h.due = h.due.plus(k * p);
+            self.hyps.push(h);
         }
         self.totals.record_lost += record_lost;
         self.totals.overflows += record_lost;
