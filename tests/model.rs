@@ -709,6 +709,42 @@ fn a_ring_gap_splits_a_due_range_at_its_last_due_point() {
 /// before the reset's (whose time is taken after PERIOD). The judge cannot
 /// place it: it must call it unexplained (the run inconclusive), never a
 /// drop or a clean interrupt on the wrong grid.
+/// Reset mode, one stream of `interrupts_between_reset_and_period`: the
+/// interrupt at 19,948 is nearly a period late, so its handler reads at
+/// 19,960 and RESETs just past the next due point; that overflow's
+/// interrupt is taken before the PERIOD, at 7 counted from the RESET, and
+/// its sample comes before the signal's reset record. The judge cannot place
+/// it (unexplained), but the PERIOD after it is at most the handler slack
+/// from the RESET, not past the read: whether the next overflow was due
+/// before it is open (ambiguous), never a drop. (Seed 220 at 5x10^6: the
+/// PERIOD judged at the read claimed one dropped.)
+#[test]
+fn an_interrupt_between_reset_and_period_is_never_a_drop() {
+    let cfg = ModelConfig::new(10_000, Mode::Reset, 0);
+    let v = judge_stream(
+        &cfg,
+        vec![
+            sample(1_000, 10_100),
+            signal(2_000, 10_150),
+            Observation::Reset { time_ns: 2_000 },
+            sample(3_000, 19_948),
+            sample(4_000, 7),
+            signal(5_000, 19_960),
+            Observation::Reset { time_ns: 5_000 },
+            sample(6_000, 10_050),
+            signal(7_000, 10_060),
+            Observation::Reset { time_ns: 7_000 },
+            Observation::Final {
+                time_ns: 8_000,
+                count: Some(500),
+            },
+        ],
+    );
+    let i = &v.interrupts;
+    assert_eq!((i.samples, i.unexplained), (4, 1), "{i:?}");
+    assert_eq!((i.dropped, i.ambiguous), (0, 1), "{i:?}");
+}
+
 #[test]
 fn interrupts_between_reset_and_period() {
     property(

@@ -659,24 +659,36 @@ impl InterruptJudge {
     /// pending overflow is lost there like at any stop) and re-arms one
     /// period from the restart, which is a few events after the RESET.
     pub fn reset(&mut self, time_ns: u64, read: u64) {
-        self.prev_count = None;
+        let last_sample = self.prev_count.take();
         if self.cfg.software {
             return;
         }
         let slack = self.cfg.handler_slack + self.kernel_slack();
+        // Where the PERIOD stopped the event: [read, read + slack]. But a
+        // sample since the last reset with a count within the slack was
+        // taken after this RESET (RESET zeroes the count and leaves the
+        // counter running; no due point is that low, the first is a period
+        // past a restart), before the PERIOD: the judge re-anchored on its
+        // count, which is from the reset, and so is the PERIOD's, at most
+        // the slack. Judged at the read, the PERIOD found the re-anchored
+        // due point long passed and claimed it lost.
+        let (lo, hi) = match last_sample {
+            Some(c) if c <= slack && c < read => (c, slack),
+            _ => (read, read.saturating_add(slack)),
+        };
         if self.ring_gap {
             // A LOST record since the last sample: the overflows due by the
             // PERIOD may have had their samples in the gap (the PERIOD
             // re-arms after them anyway). The gap may also be after this
             // reset (the LOST comes at the next sample): it stays open.
-            self.ring_gap_up_to(time_ns, read.saturating_add(slack));
+            self.ring_gap_up_to(time_ns, hi);
         }
         // Stops the witness missed since the last sample come before the
         // PERIOD's: as at a sample (they were never considered without one).
         self.unwitnessed_stops(time_ns, u32::MAX);
         let stop = Stop {
-            lo: read,
-            hi: read.saturating_add(slack),
+            lo,
+            hi,
             kind: StopKind::Period,
         };
         self.stop_at(time_ns, u32::MAX, stop);
