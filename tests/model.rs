@@ -489,6 +489,44 @@ fn unknown_and_unwitnessed_stops() {
     );
 }
 
+/// The switch witness throttled: the stops at 3,600,000 and 3,800,000 go
+/// unrecorded, each clearing its pending overflow, and the next interrupt is
+/// taken at 4,003,733 (due 4,000,000). The records also fit that interrupt
+/// being the one due at 3,600,000 or 3,800,000, a period or more late
+/// (re-based: next due at 4,203,733), and a grid moved at an unrecorded
+/// restart; no later record refutes them, so every later stop between the
+/// grids is open too (seed 362 of `unknown_and_unwitnessed_stops` at 2x10^7:
+/// ambiguous 4 against a budget of 3, the stop at 4,201,414 uncounted).
+#[test]
+fn a_grid_moved_at_unwitnessed_stops_leaves_later_stops_uncertain() {
+    let mut cfg = ModelConfig::new(200_000, Mode::Free, 40);
+    cfg.interrupt_skid = 10_000;
+    cfg.skid = 20_000;
+    cfg.latency.on_time = 45;
+    cfg.latency.late = 23;
+    cfg.latency.period_late = 20;
+    cfg.latency.max_periods = 2;
+    cfg.stops_per_period = 0.0;
+    cfg.stop_near_due = 0.9;
+    cfg.migrations = 0.8956930664795802;
+    cfg.stop_slack = 10_000;
+    cfg.witness_throttle = 0.01;
+    cfg.signal_late = 0.3;
+    let g = model::generate(&cfg, 362);
+    assert_eq!(
+        (
+            g.truth.stops_unwitnessed,
+            g.truth.overflows_after_unknown_stop
+        ),
+        (2, 2),
+        "{:?}",
+        g.truth
+    );
+    let v = judge(&cfg, &g);
+    assert_eq!(v.interrupts.ambiguous, 4, "{v:?}");
+    both(&cfg, &g, &v).unwrap();
+}
+
 /// Ring gaps (LOST records): the samples and stops in a gap were never
 /// written, so the overflows there are `record_lost`, never dropped beyond
 /// the truth.

@@ -338,6 +338,10 @@ struct Sim<'a> {
     witness_throttled: bool,
     /// A stop of unknown count since the last sample written.
     after_unknown_stop: bool,
+    /// Since the first stop of unknown count (or the witness's throttle)
+    /// after the last sample written: where the records placed the due
+    /// point then (`jlo`).
+    unknown_lo: Option<u64>,
     /// The next interrupt's sample is not written (`unthrottle_unwritten`).
     skip_sample: bool,
     end_at: Option<u64>,
@@ -371,6 +375,7 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Generated {
         gap_rebased: false,
         witness_throttled: false,
         after_unknown_stop: false,
+        unknown_lo: None,
         skip_sample: false,
         end_at: None,
     };
@@ -599,6 +604,21 @@ impl Sim<'_> {
             self.jlo += p;
             self.jhi += p;
         }
+        if written && let Some(lo) = self.unknown_lo.take() {
+            // After stops of unknown count the judge also follows a grid
+            // moved there by an unknown amount (a re-base at a restart: two
+            // periods or more past the due point before), anchored on this
+            // interrupt (its due point in [max(that, count - p + 1), count]),
+            // and this interrupt a period or more late under the due points
+            // of the grid kept (re-based: the next due at count + p). Where
+            // no later record refutes them, stops in between are uncertain.
+            let moved = (lo + 2 * p).max((self.a + 1).saturating_sub(p)) + p;
+            self.jlo = self.jlo.min(moved);
+            self.jhi = self.jhi.max(self.a + p);
+            if self.witness_throttled {
+                self.unknown_lo = Some(self.jlo);
+            }
+        }
         if self.coin(self.cfg.throttle) {
             // The sample is written all the same; the counter pauses until
             // the next tick and the grid is kept.
@@ -797,6 +817,9 @@ impl Sim<'_> {
         // The judge places the restart in [0, handler_slack] after the
         // RESET (counting kernel mode, the stop's slack more).
         (self.jlo, self.jhi) = (reset_at + p, reset_at + p + self.handler_slack());
+        // The reset re-arms every grid the judge follows, a moved one too;
+        // stops the throttled witness misses from here move it again.
+        self.unknown_lo = self.witness_throttled.then_some(self.jlo);
         self.truth.resets += 1;
         let t = self.tick(5_000);
         self.emit(Observation::Signal {
@@ -850,6 +873,7 @@ impl Sim<'_> {
                 witness: true,
             });
             self.witness_throttled = true;
+            self.unknown_lo.get_or_insert(self.jlo);
             self.witness_suppress = self.rng.u64(0..=2);
             if self.witness_suppress == 0 {
                 self.witness_unthrottle();
@@ -865,6 +889,7 @@ impl Sim<'_> {
             if written && unknown {
                 self.truth.stops_unknown += 1;
                 self.after_unknown_stop = true;
+                self.unknown_lo.get_or_insert(self.jlo);
             }
             if written && !unknown && uncertain {
                 self.truth.stops_uncertain += 1;
