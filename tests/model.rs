@@ -742,6 +742,42 @@ fn a_ring_gap_splits_a_due_range_at_its_last_due_point() {
     assert_eq!(i.lost_records, 1, "{i:?}");
 }
 
+/// Reset mode, ring gaps, throttling (seed 381 of
+/// `lost_records_and_throttling` at 2x10^7): samples lost in a gap, their
+/// signals and resets delivered, then an interrupt throttles the event. The
+/// kernel writes a gap's LOST record first thing when it next writes any
+/// record, a THROTTLE too, so the judge learns of the gap before it judges
+/// those resets. The model wrote the THROTTLE before the LOST, and the
+/// judge, judging the resets' PERIODs with no gap known, found the lost
+/// samples' overflows pending there: dropped 2, lost 0.
+#[test]
+fn a_throttle_record_comes_after_the_lost_record_of_a_gap() {
+    let mut cfg = ModelConfig::new(200_000, Mode::Reset, 2_306);
+    cfg.interrupt_skid = 10_000;
+    cfg.skid = 20_000;
+    cfg.latency.on_time = 86;
+    cfg.latency.late = 14;
+    cfg.latency.period_late = 0;
+    cfg.latency.max_periods = 1;
+    cfg.pnmi = true;
+    cfg.stops_per_period = 0.0;
+    cfg.stop_near_due = 0.0;
+    cfg.migrations = 0.017164360344113033;
+    cfg.stop_slack = 10_000;
+    cfg.throttle = 0.01;
+    cfg.ring_loss = 0.05;
+    cfg.signal_late = 0.05;
+    let g = model::generate(&cfg, 381);
+    assert!(
+        g.truth.throttled > 0 && g.truth.ring_gaps > 0,
+        "{:?}",
+        g.truth
+    );
+    let v = judge(&cfg, &g);
+    assert_eq!(v.interrupts.dropped, g.truth.lost, "{v:?}");
+    ring_gaps(&cfg, &g, &v).unwrap();
+}
+
 /// Reset mode: an interrupt taken between the handler's RESET and its
 /// PERIOD writes a sample counting from the reset, but its record comes
 /// before the reset's (whose time is taken after PERIOD). The judge cannot

@@ -623,6 +623,7 @@ impl Sim<'_> {
             // The sample is written all the same; the counter pauses until
             // the next tick and the grid is kept.
             self.truth.throttled += 1;
+            self.flush_ring_gap();
             let t = self.tick(10);
             self.emit(Observation::Throttle {
                 time_ns: t,
@@ -724,6 +725,11 @@ impl Sim<'_> {
         true
     }
 
+    /// Writes the LOST record of the records dropped since the last one
+    /// written. The kernel writes it first thing when it next writes any
+    /// record (perf_output_begin): a sample or stop (`kernel_record`), a
+    /// THROTTLE or UNTHROTTLE (of the event or of the switch witness, which
+    /// shares its ring), or at the end.
     fn flush_ring_gap(&mut self) {
         if self.ring_dropped > 0 {
             let lost = std::mem::take(&mut self.ring_dropped);
@@ -867,6 +873,7 @@ impl Sim<'_> {
             }
         } else if self.coin(self.cfg.witness_throttle) {
             self.truth.stops_unwitnessed += 1;
+            self.flush_ring_gap();
             let t = self.tick(1_000);
             self.emit(Observation::Throttle {
                 time_ns: t,
@@ -972,6 +979,7 @@ impl Sim<'_> {
         self.witness_throttled = false;
         self.after_unknown_stop = true;
         self.truth.intervals_unwitnessed += 1;
+        self.flush_ring_gap();
         let t = self.tick(1_000);
         self.emit(Observation::Unthrottle {
             time_ns: t,
