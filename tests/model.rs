@@ -419,6 +419,34 @@ fn reset_mode_exact_stops() {
     );
 }
 
+/// Reset mode: the records place the due point after a reset only within
+/// the handler slack, so a final DISABLE inside that range fits "pending,
+/// lost there" and "not yet due" alike. Seed 176 ends at count 10,058 after
+/// its last reset (the due point is placed in [10,000, 11,000]) with the
+/// overflow pending: the judge's one ambiguous overflow must be in the budget.
+#[test]
+fn final_stop_within_the_reset_slack() {
+    let mut cfg = ModelConfig::new(10_000, Mode::Reset, 20);
+    cfg.stops_per_period = 0.0;
+    cfg.stop_near_due = 0.0;
+    cfg.latency.late = 0;
+    cfg.latency.period_late = 0;
+    cfg.signal_late = 0.0;
+    let g = model::generate(&cfg, 176);
+    assert!(matches!(
+        g.observations.last(),
+        Some(Observation::Final {
+            count: Some(10_058),
+            ..
+        })
+    ));
+    assert_eq!(g.truth.lost_at_final, 1, "{:?}", g.truth);
+    let v = judge(&cfg, &g);
+    assert_eq!(v.interrupts.ambiguous, 1, "{v:?}");
+    assert_eq!(ambiguity_budget(&g.truth), 1, "{:?}", g.truth);
+    both(&cfg, &g, &v).unwrap();
+}
+
 /// Free mode, user-mode counting, every stop recorded with its count: one
 /// explanation, so the ambiguity budget is zero and the judge must find the
 /// truth exactly.
@@ -469,6 +497,44 @@ fn unknown_and_unwitnessed_stops() {
         },
         both,
     );
+}
+
+/// The switch witness throttled: the stops at 3,600,000 and 3,800,000 go
+/// unrecorded, each clearing its pending overflow, and the next interrupt is
+/// taken at 4,003,733 (due 4,000,000). The records also fit that interrupt
+/// being the one due at 3,600,000 or 3,800,000, a period or more late
+/// (re-based: next due at 4,203,733), and a grid moved at an unrecorded
+/// restart; no later record refutes them, so every later stop between the
+/// grids is open too (seed 362 of `unknown_and_unwitnessed_stops` at 2x10^7:
+/// ambiguous 4 against a budget of 3, the stop at 4,201,414 uncounted).
+#[test]
+fn a_grid_moved_at_unwitnessed_stops_leaves_later_stops_uncertain() {
+    let mut cfg = ModelConfig::new(200_000, Mode::Free, 40);
+    cfg.interrupt_skid = 10_000;
+    cfg.skid = 20_000;
+    cfg.latency.on_time = 45;
+    cfg.latency.late = 23;
+    cfg.latency.period_late = 20;
+    cfg.latency.max_periods = 2;
+    cfg.stops_per_period = 0.0;
+    cfg.stop_near_due = 0.9;
+    cfg.migrations = 0.8956930664795802;
+    cfg.stop_slack = 10_000;
+    cfg.witness_throttle = 0.01;
+    cfg.signal_late = 0.3;
+    let g = model::generate(&cfg, 362);
+    assert_eq!(
+        (
+            g.truth.stops_unwitnessed,
+            g.truth.overflows_after_unknown_stop
+        ),
+        (2, 2),
+        "{:?}",
+        g.truth
+    );
+    let v = judge(&cfg, &g);
+    assert_eq!(v.interrupts.ambiguous, 4, "{v:?}");
+    both(&cfg, &g, &v).unwrap();
 }
 
 /// Ring gaps (LOST records): the samples and stops in a gap were never
@@ -574,11 +640,195 @@ fn lost_records_and_throttling() {
     );
 }
 
+/// A hand-written stream, judged: one observation per microsecond.
+fn judge_stream(cfg: &ModelConfig, observations: Vec<Observation>) -> WorkerVerdict {
+    let g = Generated {
+        observations,
+        truth: Truth::default(),
+        samples: Vec::new(),
+    };
+    judge(cfg, &g)
+}
+
+fn sample(time_ns: u64, count: u64) -> Observation {
+    Observation::Sample {
+        time_ns,
+        cpu: 0,
+        count,
+    }
+}
+
+fn signal(time_ns: u64, value: u64) -> Observation {
+    Observation::Signal {
+        time_ns,
+        cpu: 0,
+        value,
+        si_code: 1,
+        delivery: pmustress::judge::Delivery::Overflow,
+    }
+}
+
+fn stop(time_ns: u64, count: u64) -> Observation {
+    Observation::Stop {
+        time_ns,
+        cpu: 0,
+        count: Some(count),
+    }
+}
+
+/// A stop finds the overflow due at 20,000 pending a period and more past
+/// it (30,027): the stop clears it and the restart re-bases (rule 1), next
+/// due at 40,027. That interrupt's sample is lost in a ring gap. The grid
+/// after the gap is the re-based one: the samples at 50,100 and 60,100 are
+/// on time, and the stop at 60,010 found nothing pending. (Seed 72 of
+/// `lost_records_and_throttling` at 5x10^6: the judge kept the old grid
+/// across the gap and found a later sample unexplained.)
+#[test]
+fn a_ring_gap_after_a_stop_that_lost_and_re_based() {
+    let cfg = ModelConfig::new(10_000, Mode::Free, 0);
+    let v = judge_stream(
+        &cfg,
+        vec![
+            sample(1_000, 10_100),
+            signal(2_000, 10_150),
+            stop(3_000, 30_027),
+            signal(4_000, 40_150),
+            Observation::Lost {
+                time_ns: 5_000,
+                lost: 1,
+            },
+            sample(6_000, 50_100),
+            signal(7_000, 50_150),
+            stop(8_000, 60_010),
+            sample(9_000, 60_100),
+            signal(10_000, 60_150),
+            Observation::Final {
+                time_ns: 11_000,
+                count: Some(60_200),
+            },
+        ],
+    );
+    let i = &v.interrupts;
+    assert_eq!(i.unexplained, 0, "{i:?}");
+    assert_eq!((i.samples, i.on_time), (3, 3), "{i:?}");
+    assert_eq!((i.dropped, i.rebased_at_restart), (1, 1), "{i:?}");
+    assert_eq!(i.ambiguous, 0, "{i:?}");
+    assert_eq!(i.lost_records, 1, "{i:?}");
+}
+
+/// Reset mode: after the reset the records place the due point in
+/// [10,000, 11,000] (the PERIOD's restart is somewhere in the handler
+/// slack); it was at 10,750. A ring gap (a stop record, nothing pending)
+/// comes before the sample at 20,700, the interrupt of that due point 9,950
+/// late; the next is due at 20,750 and taken at 20,800. Due points up to
+/// 20,700 - period passed in the gap: only those in [10,000, 10,700] of the
+/// range. (Seed 72 of `lost_records_and_throttling` at 5x10^6: the judge
+/// moved the whole range a period on and found 20,800 unexplained.)
+#[test]
+fn a_ring_gap_splits_a_due_range_at_its_last_due_point() {
+    let cfg = ModelConfig::new(10_000, Mode::Reset, 0);
+    let v = judge_stream(
+        &cfg,
+        vec![
+            sample(1_000, 10_100),
+            signal(2_000, 10_150),
+            Observation::Reset { time_ns: 2_000 },
+            Observation::Lost {
+                time_ns: 3_000,
+                lost: 1,
+            },
+            sample(4_000, 20_700),
+            sample(5_000, 20_800),
+            Observation::Final {
+                time_ns: 6_000,
+                count: Some(20_900),
+            },
+        ],
+    );
+    let i = &v.interrupts;
+    assert_eq!(i.unexplained, 0, "{i:?}");
+    assert_eq!((i.samples, i.on_time, i.late), (3, 2, 1), "{i:?}");
+    assert_eq!((i.dropped, i.ambiguous), (0, 0), "{i:?}");
+    assert_eq!(i.lost_records, 1, "{i:?}");
+}
+
+/// Reset mode, ring gaps, throttling (seed 381 of
+/// `lost_records_and_throttling` at 2x10^7): samples lost in a gap, their
+/// signals and resets delivered, then an interrupt throttles the event. The
+/// kernel writes a gap's LOST record first thing when it next writes any
+/// record, a THROTTLE too, so the judge learns of the gap before it judges
+/// those resets. The model wrote the THROTTLE before the LOST, and the
+/// judge, judging the resets' PERIODs with no gap known, found the lost
+/// samples' overflows pending there: dropped 2, lost 0.
+#[test]
+fn a_throttle_record_comes_after_the_lost_record_of_a_gap() {
+    let mut cfg = ModelConfig::new(200_000, Mode::Reset, 2_306);
+    cfg.interrupt_skid = 10_000;
+    cfg.skid = 20_000;
+    cfg.latency.on_time = 86;
+    cfg.latency.late = 14;
+    cfg.latency.period_late = 0;
+    cfg.latency.max_periods = 1;
+    cfg.pnmi = true;
+    cfg.stops_per_period = 0.0;
+    cfg.stop_near_due = 0.0;
+    cfg.migrations = 0.017164360344113033;
+    cfg.stop_slack = 10_000;
+    cfg.throttle = 0.01;
+    cfg.ring_loss = 0.05;
+    cfg.signal_late = 0.05;
+    let g = model::generate(&cfg, 381);
+    assert!(
+        g.truth.throttled > 0 && g.truth.ring_gaps > 0,
+        "{:?}",
+        g.truth
+    );
+    let v = judge(&cfg, &g);
+    assert_eq!(v.interrupts.dropped, g.truth.lost, "{v:?}");
+    ring_gaps(&cfg, &g, &v).unwrap();
+}
+
 /// Reset mode: an interrupt taken between the handler's RESET and its
 /// PERIOD writes a sample counting from the reset, but its record comes
 /// before the reset's (whose time is taken after PERIOD). The judge cannot
 /// place it: it must call it unexplained (the run inconclusive), never a
 /// drop or a clean interrupt on the wrong grid.
+/// Reset mode, one stream of `interrupts_between_reset_and_period`: the
+/// interrupt at 19,948 is nearly a period late, so its handler reads at
+/// 19,960 and RESETs just past the next due point; that overflow's
+/// interrupt is taken before the PERIOD, at 7 counted from the RESET, and
+/// its sample comes before the signal's reset record. The judge cannot place
+/// it (unexplained), but the PERIOD after it is at most the handler slack
+/// from the RESET, not past the read: whether the next overflow was due
+/// before it is open (ambiguous), never a drop. (Seed 220 at 5x10^6: the
+/// PERIOD judged at the read claimed one dropped.)
+#[test]
+fn an_interrupt_between_reset_and_period_is_never_a_drop() {
+    let cfg = ModelConfig::new(10_000, Mode::Reset, 0);
+    let v = judge_stream(
+        &cfg,
+        vec![
+            sample(1_000, 10_100),
+            signal(2_000, 10_150),
+            Observation::Reset { time_ns: 2_000 },
+            sample(3_000, 19_948),
+            sample(4_000, 7),
+            signal(5_000, 19_960),
+            Observation::Reset { time_ns: 5_000 },
+            sample(6_000, 10_050),
+            signal(7_000, 10_060),
+            Observation::Reset { time_ns: 7_000 },
+            Observation::Final {
+                time_ns: 8_000,
+                count: Some(500),
+            },
+        ],
+    );
+    let i = &v.interrupts;
+    assert_eq!((i.samples, i.unexplained), (4, 1), "{i:?}");
+    assert_eq!((i.dropped, i.ambiguous), (0, 1), "{i:?}");
+}
+
 #[test]
 fn interrupts_between_reset_and_period() {
     property(

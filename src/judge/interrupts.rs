@@ -297,7 +297,7 @@ impl InterruptJudge {
             return;
         }
         if std::mem::take(&mut self.ring_gap) {
-            self.reanchor_after_ring_gap(count);
+            self.reanchor_after_ring_gap(time_ns, count);
         }
         self.unwitnessed_stops(time_ns, cpu);
         let p = self.cfg.period;
@@ -667,24 +667,36 @@ impl InterruptJudge {
     /// pending overflow is lost there like at any stop) and re-arms one
     /// period from the restart, which is a few events after the RESET.
     pub fn reset(&mut self, time_ns: u64, read: u64) {
-        self.prev_count = None;
+        let last_sample = self.prev_count.take();
         if self.cfg.software {
             return;
         }
         let slack = self.cfg.handler_slack + self.kernel_slack();
+        // Where the PERIOD stopped the event: [read, read + slack]. But a
+        // sample since the last reset with a count within the slack was
+        // taken after this RESET (RESET zeroes the count and leaves the
+        // counter running; no due point is that low, the first is a period
+        // past a restart), before the PERIOD: the judge re-anchored on its
+        // count, which is from the reset, and so is the PERIOD's, at most
+        // the slack. Judged at the read, the PERIOD found the re-anchored
+        // due point long passed and claimed it lost.
+        let (lo, hi) = match last_sample {
+            Some(c) if c <= slack && c < read => (c, slack),
+            _ => (read, read.saturating_add(slack)),
+        };
         if self.ring_gap {
             // A LOST record since the last sample: the overflows due by the
             // PERIOD may have had their samples in the gap (the PERIOD
             // re-arms after them anyway). The gap may also be after this
             // reset (the LOST comes at the next sample): it stays open.
-            self.ring_gap_up_to(read.saturating_add(slack));
+            self.ring_gap_up_to(time_ns, hi);
         }
         // Stops the witness missed since the last sample come before the
         // PERIOD's: as at a sample (they were never considered without one).
         self.unwitnessed_stops(time_ns, u32::MAX);
         let stop = Stop {
-            lo: read,
-            hi: read.saturating_add(slack),
+            lo,
+            hi,
             kind: StopKind::Period,
         };
         self.stop_at(time_ns, u32::MAX, stop);
@@ -707,7 +719,7 @@ impl InterruptJudge {
             if std::mem::take(&mut self.ring_gap) {
                 // A LOST record since the last sample: the overflows due
                 // by the end may have had their samples in the gap.
-                self.ring_gap_up_to(count);
+                self.ring_gap_up_to(time_ns, count);
             }
             // Stops the witness missed since the last sample come first:
             // one may have lost the overflow this stop would find pending.
@@ -763,9 +775,9 @@ impl InterruptJudge {
     /// After a LOST record: samples (or stops) are missing up to `count`.
     /// The due points passed in the gap are counted `record_lost`, the grid
     /// kept, and stops in the gap taken as unknown.
-    fn reanchor_after_ring_gap(&mut self, count: u64) {
+    fn reanchor_after_ring_gap(&mut self, time_ns: u64, count: u64) {
         if let Some(last) = count.checked_sub(self.cfg.period) {
-            self.ring_gap_up_to(last);
+            self.ring_gap_up_to(time_ns, last);
         }
         self.stops_unwitnessed = true;
         self.merge();
@@ -774,17 +786,63 @@ impl InterruptJudge {
     /// The due points up to `last` passed in a ring gap: `record_lost`
     /// (their samples, or the stops that lost them, may be in the gap), the
     /// grid kept.
-    fn ring_gap_up_to(&mut self, last: u64) {
+    fn ring_gap_up_to(&mut self, time_ns: u64, last: u64) {
         let p = self.cfg.period;
+        // A stop before the gap found an overflow pending: lost there (the
+        // restart re-arms from the stop's count by rule 1 or 2), or taken
+        // before the stop with its sample in the gap (the grid kept). Only
+        // the second was followed: after a restart that re-based, every due
+        // point after the gap was off and a later sample fit no hypothesis.
+        let mut hyps = Vec::with_capacity(self.hyps.len() * 2);
+        for mut h in std::mem::take(&mut self.hyps) {
+            if let Some((lo, hi)) = h.pending_stop.take() {
+                let mut lost = h.clone();
+                let stop = Stop {
+                    lo,
+                    hi,
+                    kind: StopKind::Switch,
+                };
+                let event = InterruptEvent {
+                    kind: InterruptEventKind::Dropped,
+                    time_ns,
+                    cpu: u32::MAX,
+                    count: lo,
+                    prev_count: self.prev_count,
+                    overflows: 1,
+                    stop_count: Some(lo),
+                    lateness: None,
+                    injected: false,
+                };
+                lose_at_stop(&mut lost, p, stop, event);
+                hyps.push(lost);
+            }
+            hyps.push(h);
+        }
         let mut record_lost = 0;
-        for h in &mut self.hyps {
-            h.pending_stop = None;
+        for mut h in hyps {
             if h.due.unknown() || last < h.due.lo {
+                self.hyps.push(h);
                 continue;
             }
-            let k = (last - h.due.lo) / p + 1;
+            let mut k = (last - h.due.lo) / p + 1;
             record_lost = record_lost.max(k);
+            // A due point above `last - (k - 1) * p` passed one grid point
+            // fewer in the gap. Where the due point is a range (after a
+            // reset, an unexplained sample, a stop whose count is a range)
+            // the range is split there: advancing it all by k periods put
+            // the next due point a period ahead of the truth when it lay in
+            // the upper part, and a later sample fit no hypothesis.
+            while k > 0 && h.due.hi > last - (k - 1) * p {
+                let top = last - (k - 1) * p;
+                let mut below = h.clone();
+                below.due.hi = top;
+                below.due = below.due.plus(k * p);
+                self.hyps.push(below);
+                h.due.lo = top + 1;
+                k -= 1;
+            }
             h.due = h.due.plus(k * p);
+            self.hyps.push(h);
         }
         self.totals.record_lost += record_lost;
         self.totals.overflows += record_lost;

@@ -208,11 +208,12 @@ pub struct Truth {
     /// recorded without its count) before the next sample: any of them may
     /// have been lost there, or not.
     pub overflows_after_unknown_stop: u64,
-    /// Recorded stops where the records cannot tell whether an overflow
-    /// was pending, or whether the restart re-based: the stop's count range
-    /// (the witness's count, up to `stop_slack` more counting kernel mode)
-    /// against the range the due point is known in (exact, but after a
-    /// reset only within the handler slack).
+    /// Recorded stops (and the final DISABLE) where the records cannot tell
+    /// whether an overflow was pending, or whether the restart re-based: the
+    /// stop's count range (the witness's count, up to `stop_slack` more
+    /// counting kernel mode; the final count is exact) against the range the
+    /// due point is known in (exact, but after a reset only within the
+    /// handler slack).
     pub stops_uncertain: u64,
     /// Reset mode: resets, and interrupts taken between a RESET and its
     /// PERIOD (their sample counts from the reset but comes before it).
@@ -337,6 +338,10 @@ struct Sim<'a> {
     witness_throttled: bool,
     /// A stop of unknown count since the last sample written.
     after_unknown_stop: bool,
+    /// Since the first stop of unknown count (or the witness's throttle)
+    /// after the last sample written: where the records placed the due
+    /// point then (`jlo`).
+    unknown_lo: Option<u64>,
     /// The next interrupt's sample is not written (`unthrottle_unwritten`).
     skip_sample: bool,
     end_at: Option<u64>,
@@ -370,6 +375,7 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Generated {
         gap_rebased: false,
         witness_throttled: false,
         after_unknown_stop: false,
+        unknown_lo: None,
         skip_sample: false,
         end_at: None,
     };
@@ -598,10 +604,26 @@ impl Sim<'_> {
             self.jlo += p;
             self.jhi += p;
         }
+        if written && let Some(lo) = self.unknown_lo.take() {
+            // After stops of unknown count the judge also follows a grid
+            // moved there by an unknown amount (a re-base at a restart: two
+            // periods or more past the due point before), anchored on this
+            // interrupt (its due point in [max(that, count - p + 1), count]),
+            // and this interrupt a period or more late under the due points
+            // of the grid kept (re-based: the next due at count + p). Where
+            // no later record refutes them, stops in between are uncertain.
+            let moved = (lo + 2 * p).max((self.a + 1).saturating_sub(p)) + p;
+            self.jlo = self.jlo.min(moved);
+            self.jhi = self.jhi.max(self.a + p);
+            if self.witness_throttled {
+                self.unknown_lo = Some(self.jlo);
+            }
+        }
         if self.coin(self.cfg.throttle) {
             // The sample is written all the same; the counter pauses until
             // the next tick and the grid is kept.
             self.truth.throttled += 1;
+            self.flush_ring_gap();
             let t = self.tick(10);
             self.emit(Observation::Throttle {
                 time_ns: t,
@@ -703,6 +725,11 @@ impl Sim<'_> {
         true
     }
 
+    /// Writes the LOST record of the records dropped since the last one
+    /// written. The kernel writes it first thing when it next writes any
+    /// record (perf_output_begin): a sample or stop (`kernel_record`), a
+    /// THROTTLE or UNTHROTTLE (of the event or of the switch witness, which
+    /// shares its ring), or at the end.
     fn flush_ring_gap(&mut self) {
         if self.ring_dropped > 0 {
             let lost = std::mem::take(&mut self.ring_dropped);
@@ -796,6 +823,9 @@ impl Sim<'_> {
         // The judge places the restart in [0, handler_slack] after the
         // RESET (counting kernel mode, the stop's slack more).
         (self.jlo, self.jhi) = (reset_at + p, reset_at + p + self.handler_slack());
+        // The reset re-arms every grid the judge follows, a moved one too;
+        // stops the throttled witness misses from here move it again.
+        self.unknown_lo = self.witness_throttled.then_some(self.jlo);
         self.truth.resets += 1;
         let t = self.tick(5_000);
         self.emit(Observation::Signal {
@@ -843,12 +873,14 @@ impl Sim<'_> {
             }
         } else if self.coin(self.cfg.witness_throttle) {
             self.truth.stops_unwitnessed += 1;
+            self.flush_ring_gap();
             let t = self.tick(1_000);
             self.emit(Observation::Throttle {
                 time_ns: t,
                 witness: true,
             });
             self.witness_throttled = true;
+            self.unknown_lo.get_or_insert(self.jlo);
             self.witness_suppress = self.rng.u64(0..=2);
             if self.witness_suppress == 0 {
                 self.witness_unthrottle();
@@ -864,6 +896,7 @@ impl Sim<'_> {
             if written && unknown {
                 self.truth.stops_unknown += 1;
                 self.after_unknown_stop = true;
+                self.unknown_lo.get_or_insert(self.jlo);
             }
             if written && !unknown && uncertain {
                 self.truth.stops_uncertain += 1;
@@ -946,6 +979,7 @@ impl Sim<'_> {
         self.witness_throttled = false;
         self.after_unknown_stop = true;
         self.truth.intervals_unwitnessed += 1;
+        self.flush_ring_gap();
         let t = self.tick(1_000);
         self.emit(Observation::Unthrottle {
             time_ns: t,
@@ -971,6 +1005,12 @@ impl Sim<'_> {
             } else {
                 self.lose(pend, true);
             }
+        }
+        // The final DISABLE is a stop with an exact count, but where the
+        // records place the due point only within a range (after a reset),
+        // a count inside it fits "pending" and "not yet due" alike.
+        if self.jlo <= self.a && self.jhi > self.a {
+            self.truth.stops_uncertain += 1;
         }
         self.truth.in_flight += self.queue.len() as u64;
         self.flush_ring_gap();
