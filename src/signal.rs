@@ -5,8 +5,9 @@ Each worker registers a `Slot` (its event fd, its thread id and a preallocated
 ring). The kernel queues one realtime signal per overflow to the worker thread
 with `si_fd` set; `on_overflow` finds the slot by fd in a static table, reads
 the counter with read(2), takes the time and CPU, optionally re-arms (rr's
-reset mode) and pushes one record. It allocates nothing, takes no lock, saves
-errno, and only calls async-signal-safe syscalls.
+reset mode: DISABLE, RESET, PERIOD, time, ENABLE) and pushes one record. It
+allocates nothing, takes no lock, saves errno, and only calls
+async-signal-safe syscalls.
 
 When the per-user signal queue (RLIMIT_SIGPENDING) is full the kernel falls
 back to plain SIGIO, whose default action kills the process. `on_sigio` keeps
@@ -264,13 +265,21 @@ pub extern "C" fn on_overflow(
     };
     let mut time_ns = time_ns;
     if slot.rearm_period != 0 && delivery == Delivery::Overflow {
+        // Reset mode: the record's time is taken while the event is
+        // disabled, between the DISABLE (after which the old count writes
+        // no record) and the ENABLE (before which the new one writes none):
+        // every kernel record before it in time counts from the previous
+        // reset, every one after it from this one. Taken after an enabled
+        // event's PERIOD, it could come arbitrarily late (this thread
+        // preempted, or its vCPU held back while the cycle counter runs on:
+        // seen under QEMU for tens of ms and 20 periods), after samples of
+        // the new count that were then judged on the old one.
+        //
         // A failed re-arm shows up as a missing next overflow and the
         // watchdog; there is nothing safer to do inside a handler.
-        let _ = kernel::rearm_fd(fd, slot.rearm_period);
-        // Reset mode: the record's time is the reset's, so that every
-        // sample before it in time counts from the previous reset and
-        // every sample after it from this one.
+        let _ = kernel::disarm_fd(fd, slot.rearm_period);
         time_ns = kernel::monotonic_ns();
+        let _ = kernel::enable_fd(fd);
     }
     slot.push(SignalRecord {
         value,
