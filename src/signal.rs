@@ -264,7 +264,8 @@ pub extern "C" fn on_overflow(
         Err(e) => (0, Delivery::ReadFailed(e.raw_os_error().unwrap_or(0))),
     };
     let mut time_ns = time_ns;
-    if slot.rearm_period != 0 && delivery == Delivery::Overflow {
+    let rearm = slot.rearm_period != 0 && delivery == Delivery::Overflow;
+    if rearm {
         // Reset mode: the record's time is taken while the event is
         // disabled, between the DISABLE (after which the old count writes
         // no record) and the ENABLE (before which the new one writes none):
@@ -279,7 +280,6 @@ pub extern "C" fn on_overflow(
         // watchdog; there is nothing safer to do inside a handler.
         let _ = kernel::disarm_fd(fd, slot.rearm_period);
         time_ns = kernel::monotonic_ns();
-        let _ = kernel::enable_fd(fd);
     }
     slot.push(SignalRecord {
         value,
@@ -288,6 +288,12 @@ pub extern "C" fn on_overflow(
         si_code,
         delivery,
     });
+    if rearm {
+        // Enabled only once the record is pushed: no record of the new
+        // count can reach the controller before it (or it would judge
+        // them first and find this one out of time order).
+        let _ = kernel::enable_fd(fd);
+    }
 }
 
 /// The plain-SIGIO fallback handler.
