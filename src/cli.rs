@@ -248,7 +248,7 @@ pub struct RunArgs {
     pub switch_witness: SwitchWitness,
 
     /// free: one fixed period, deltas of read() values; reset: rr-style
-    /// RESET + PERIOD after every signal.
+    /// DISABLE, RESET, PERIOD, ENABLE after every signal.
     #[arg(long, value_enum, default_value_t = Mode::Free)]
     pub mode: Mode,
 

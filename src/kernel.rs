@@ -235,7 +235,9 @@ pub fn reset_fd(fd: RawFd) -> io::Result<()> {
     cvt(unsafe { sys::ioctls::RESET(fd, 0) } as libc::c_long).map(drop)
 }
 
-/// ENABLE by raw fd.
+/// ENABLE by raw fd; in reset mode the second half of the re-arm (after
+/// `disarm_fd`): the restart re-arms the period from here (its
+/// `period_left` is 0). Async-signal-safe.
 pub fn enable_fd(fd: RawFd) -> io::Result<()> {
     // SAFETY: ENABLE takes no argument pointer; a stale fd gives EBADF.
     cvt(unsafe { sys::ioctls::ENABLE(fd, 0) } as libc::c_long).map(drop)
@@ -260,12 +262,18 @@ pub fn read_count_fd(fd: RawFd) -> io::Result<Option<u64>> {
     }
 }
 
-/// rr-style re-arm: zero the count and reload the period so the next
-/// overflow comes `period` events from now. Async-signal-safe (two ioctls).
-pub fn rearm_fd(fd: RawFd, period: u64) -> io::Result<()> {
-    // SAFETY: RESET takes no pointer; PERIOD takes a pointer to a u64 that
-    // lives across the call.
+/// rr-style re-arm, first half: stop the event, zero its count and reload
+/// the period, leaving it disabled. rr does the same (DISABLE when the
+/// tracee stops; RESET, PERIOD, ENABLE when it resumes). While it is
+/// disabled the event counts nothing and writes no record, so a time taken
+/// now separates every record of the old count from every record of the
+/// new one, however long this thread is held up on the way.
+/// Async-signal-safe (three ioctls).
+pub fn disarm_fd(fd: RawFd, period: u64) -> io::Result<()> {
+    // SAFETY: DISABLE and RESET take no pointer; PERIOD takes a pointer to
+    // a u64 that lives across the call.
     unsafe {
+        cvt(sys::ioctls::DISABLE(fd, 0) as libc::c_long)?;
         cvt(sys::ioctls::RESET(fd, 0) as libc::c_long)?;
         let mut p = period;
         cvt(libc::ioctl(fd, sys::bindings::PERIOD as _, &mut p as *mut u64) as libc::c_long)?;
@@ -590,9 +598,11 @@ pub trait HandlerKernel {
     fn current_thread(&self) -> libc::pthread_t;
     fn gettid(&self) -> libc::pid_t;
     fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>>;
-    /// Reset mode: RESET and PERIOD, so the next overflow comes `period`
-    /// events from now.
-    fn rearm(&self, fd: RawFd, period: u64) -> io::Result<()>;
+    /// Reset mode, first half: DISABLE, RESET and PERIOD (`disarm_fd`).
+    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<()>;
+    /// Reset mode, second half: ENABLE, so the next overflow comes
+    /// `period` events from here.
+    fn arm(&self, fd: RawFd) -> io::Result<()>;
 }
 
 /// The machine pmustress runs on.
@@ -711,8 +721,13 @@ impl HandlerKernel for Real {
     }
 
     #[inline(always)]
-    fn rearm(&self, fd: RawFd, period: u64) -> io::Result<()> {
-        rearm_fd(fd, period)
+    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<()> {
+        disarm_fd(fd, period)
+    }
+
+    #[inline(always)]
+    fn arm(&self, fd: RawFd) -> io::Result<()> {
+        enable_fd(fd)
     }
 }
 
@@ -726,5 +741,50 @@ mod tests {
         assert_eq!(parse_nr_migrations(text), Some(29));
         assert_eq!(parse_nr_migrations("se.nr_migrations : x"), None);
         assert_eq!(parse_nr_migrations(""), None);
+    }
+
+    fn spin_ms(ms: u64) {
+        let end = monotonic_ns() + ms * 1_000_000;
+        let mut x = 0u64;
+        while monotonic_ns() < end {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    }
+
+    /// Reset mode's handler takes its record's time between `disarm_fd`
+    /// and `enable_fd`: the event must count nothing there (so it writes no
+    /// record either), and count again from 0 after.
+    #[test]
+    fn disarmed_event_counts_nothing_until_enabled() {
+        let attr = EventAttr {
+            type_: sys::bindings::PERF_TYPE_SOFTWARE,
+            config: sys::bindings::PERF_COUNT_SW_TASK_CLOCK as u64,
+            sample_period: 1_000_000_000,
+            exclude_kernel: true,
+            sample_records: false,
+            context_switch: false,
+        };
+        let event = match PerfEvent::open_on_self(&attr) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("skipped: cannot open task-clock here: {e}");
+                return;
+            }
+        };
+        event.reset().unwrap();
+        event.enable().unwrap();
+        spin_ms(5);
+        assert!(event.read_count().unwrap().unwrap() > 0);
+        disarm_fd(event.raw_fd(), 1_000_000_000).unwrap();
+        assert_eq!(event.read_count().unwrap(), Some(0));
+        spin_ms(5);
+        assert_eq!(
+            event.read_count().unwrap(),
+            Some(0),
+            "a disarmed event counted on"
+        );
+        enable_fd(event.raw_fd()).unwrap();
+        spin_ms(5);
+        assert!(event.read_count().unwrap().unwrap() > 0);
     }
 }

@@ -5,8 +5,9 @@ Each worker registers a `Slot` (its event fd, its thread id and a preallocated
 ring). The kernel queues one realtime signal per overflow to the worker thread
 with `si_fd` set; `on_overflow` finds the slot by fd in a static table, reads
 the counter with read(2), takes the time and CPU, optionally re-arms (rr's
-reset mode) and pushes one record. It allocates nothing, takes no lock, saves
-errno, and only calls async-signal-safe syscalls.
+reset mode: DISABLE, RESET, PERIOD, time, ENABLE) and pushes one record. It
+allocates nothing, takes no lock, saves errno, and only calls
+async-signal-safe syscalls.
 
 When the per-user signal queue (RLIMIT_SIGPENDING) is full the kernel falls
 back to plain SIGIO, whose default action kills the process. `on_sigio` keeps
@@ -280,13 +281,21 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         Err(e) => (0, Delivery::ReadFailed(e.raw_os_error().unwrap_or(0))),
     };
     let mut time_ns = time_ns;
-    if slot.rearm_period != 0 && delivery == Delivery::Overflow {
+    let rearm = slot.rearm_period != 0 && delivery == Delivery::Overflow;
+    if rearm {
+        // Reset mode: the record's time is taken while the event is
+        // disabled, between the DISABLE (after which the old count writes
+        // no record) and the ENABLE (before which the new one writes none):
+        // every kernel record before it in time counts from the previous
+        // reset, every one after it from this one. Taken after an enabled
+        // event's PERIOD, it could come arbitrarily late (this thread
+        // preempted, or its vCPU held back while the cycle counter runs on:
+        // seen under QEMU for tens of ms and 20 periods), after samples of
+        // the new count that were then judged on the old one.
+        //
         // A failed re-arm shows up as a missing next overflow and the
         // watchdog; there is nothing safer to do inside a handler.
-        let _ = k.rearm(fd, slot.rearm_period);
-        // Reset mode: the record's time is the reset's, so that every
-        // sample before it in time counts from the previous reset and
-        // every sample after it from this one.
+        let _ = k.disarm(fd, slot.rearm_period);
         time_ns = k.now_ns();
     }
     slot.push(SignalRecord {
@@ -296,6 +305,12 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         si_code,
         delivery,
     });
+    if rearm {
+        // Enabled only once the record is pushed: no record of the new
+        // count can reach the controller before it (or it would judge
+        // them first and find this one out of time order).
+        let _ = k.arm(fd);
+    }
 }
 
 /// The plain-SIGIO fallback handler.

@@ -40,13 +40,14 @@ pub use worker::{Anomaly, WorkerJudge, WorkerVerdict};
 pub enum Mode {
     /// One fixed sample_period; deltas are differences of read() values.
     Free,
-    /// rr-style: RESET + PERIOD after every signal; the read value is the delta.
+    /// rr-style: DISABLE, RESET, PERIOD, ENABLE after every signal; the read
+    /// value is the delta.
     Reset,
 }
 
-/// User-mode events our handler runs between its read and the PERIOD that
-/// re-arms (reset mode): the stop inside PERIOD is at most this far past the
-/// read. The handler's code there is a few dozen instructions.
+/// User-mode events our handler runs between its read and the DISABLE that
+/// stops the event (reset mode): the stop is at most this far past the read.
+/// The handler's code there is a few dozen instructions.
 pub const HANDLER_SLACK: u64 = 1_000;
 
 /// Everything the judge needs to know about the run.

@@ -75,8 +75,9 @@ pub enum Observation {
         si_code: i32,
         delivery: Delivery,
     },
-    /// Reset mode: the handler reset the count (RESET + PERIOD) right
-    /// after the signal before this; later counts are relative to it.
+    /// Reset mode: the handler reset the count (DISABLE, RESET, PERIOD,
+    /// ENABLE) right after the signal before this; its time is taken while
+    /// the event is disabled, so later counts are relative to it.
     Reset {
         time_ns: u64,
     },

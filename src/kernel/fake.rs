@@ -164,8 +164,10 @@ pub enum Call {
     Reset,
     Enable,
     Disable,
-    /// The handler's RESET + PERIOD (reset mode).
-    Rearm(u64),
+    /// The handler's DISABLE + RESET + PERIOD (reset mode).
+    Disarm(u64),
+    /// The handler's ENABLE after it (reset mode).
+    Arm,
 }
 
 /// What the kernel did for one worker, for tests to check against the
@@ -669,7 +671,7 @@ impl HandlerKernel for Handler<'_> {
         Ok(Some(st.events[key].count))
     }
 
-    fn rearm(&self, fd: RawFd, period: u64) -> io::Result<()> {
+    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<()> {
         let mut st = self.state.borrow_mut();
         let key = st.event_of(fd)?;
         let e = &mut st.events[key];
@@ -677,7 +679,15 @@ impl HandlerKernel for Handler<'_> {
         e.next_due = period;
         e.period = period;
         let worker = e.worker;
-        st.log(worker).calls.push(Call::Rearm(period));
+        st.log(worker).calls.push(Call::Disarm(period));
+        Ok(())
+    }
+
+    fn arm(&self, fd: RawFd) -> io::Result<()> {
+        let mut st = self.state.borrow_mut();
+        let key = st.event_of(fd)?;
+        let worker = st.events[key].worker;
+        st.log(worker).calls.push(Call::Arm);
         Ok(())
     }
 }
