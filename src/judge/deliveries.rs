@@ -145,8 +145,12 @@ struct Unsignalled {
     injected: bool,
 }
 
-/// How many coalesced interrupts a late signal may still take back.
-const RECENT_COALESCED: usize = 64;
+/// How many coalesced interrupts a late signal may still take back: as
+/// many signals as can wait in a queue together. Under QEMU 161 queued
+/// signals came in one burst after the handler had not run for that many
+/// periods; with 64 here, 95 of them were left unmatched. Bounded like the
+/// orphans (16 bytes each).
+const RECENT_COALESCED: usize = 4096;
 /// Signals with no interrupt held for a LOST record to explain; beyond this
 /// they are unmatched at once (memory stays bounded).
 const MAX_ORPHANS: usize = 4096;
