@@ -36,6 +36,19 @@ fn usage(flag: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// A duration flag in nanoseconds, checked rather than wrapped: clap's
+/// parser caps every duration at `cli::MAX_DURATION`, and this holds the
+/// same line for a `RunArgs` built any other way.
+fn nanos(flag: &'static str, d: Duration) -> Result<u64, ConfigError> {
+    match u64::try_from(d.as_nanos()) {
+        Ok(ns) if d <= crate::cli::MAX_DURATION => Ok(ns),
+        _ => Err(usage(
+            flag,
+            format!("expected a duration of at most 365d (8760h), got {d:?}"),
+        )),
+    }
+}
+
 /// Bisect mode: how many overflows without a drop make a "good".
 #[derive(Debug, Clone, Serialize)]
 pub struct Bisect {
@@ -235,6 +248,11 @@ impl RunConfig {
                 ),
             ));
         }
+        let migrate_interval_ns = nanos("--migrate-interval", args.migrate_interval)?;
+        let watchdog_ns = nanos("--watchdog", args.watchdog)?;
+        if let Some(d) = args.duration {
+            nanos("--duration", d)?;
+        }
         let bisect = Bisect::plan(args)?;
         let duration = match (args.duration, args.interrupts, &bisect) {
             // Bisect mode runs until its overflow budget unless told otherwise.
@@ -254,9 +272,9 @@ impl RunConfig {
             workers: args.workers.unwrap_or(cpus.len()),
             cpus,
             migrate: args.migrate,
-            migrate_interval_ns: args.migrate_interval.as_nanos() as u64,
+            migrate_interval_ns,
             migrate_seed: crate::kernel::monotonic_ns(),
-            duration_ns: duration.map(|d| d.as_nanos() as u64),
+            duration_ns: duration.map(|d| nanos("--duration", d)).transpose()?,
             interrupts_per_worker: args.interrupts,
             stop_after_anomalies: args.stop_after_anomalies,
             bisect,
@@ -264,7 +282,7 @@ impl RunConfig {
             switch_witness: args.switch_witness,
             mode: args.mode,
             inject_drop_every: args.inject_drop_every,
-            watchdog_ns: args.watchdog.as_nanos() as u64,
+            watchdog_ns,
             out: args.out.clone().unwrap_or_else(|| {
                 let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
                 PathBuf::from("results").join(crate::export::default_dir_name(

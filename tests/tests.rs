@@ -5,6 +5,7 @@ mod util;
 
 mod bad_input;
 mod bisect;
+mod cli_properties;
 mod completions;
 mod env;
 mod interrupt;
