@@ -302,20 +302,36 @@ impl run::Observer for Collect {
 }
 
 fn run_command(args: &RunArgs) -> i32 {
-    // First Ctrl-C (or SIGTERM) stops the run and keeps what was measured;
-    // a second one exits at once.
-    let sigint = Arc::new(AtomicBool::new(false));
-    let sigterm = Arc::new(AtomicBool::new(false));
-    for (sig, flag) in [(libc::SIGINT, &sigint), (libc::SIGTERM, &sigterm)] {
-        let registered =
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(flag))
-                .and_then(|_| signal_hook::flag::register(sig, Arc::clone(flag)));
+    // The first SIGINT, SIGTERM, SIGHUP (the terminal or SSH session went
+    // away), SIGQUIT or SIGPIPE (our reader went away) stops the run and
+    // keeps what was measured: final run.json, verdict, exit 128 + N. A
+    // second one exits at once (not SIGPIPE: every later write to a closed
+    // pipe raises another). A SIGHUP ignored when we start (nohup) stays
+    // ignored.
+    let mut stops: Vec<(i32, Arc<AtomicBool>)> = Vec::new();
+    for sig in [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGPIPE,
+    ] {
+        if sig == libc::SIGHUP && pmustress::signal::is_ignored(sig) {
+            continue;
+        }
+        let flag = Arc::new(AtomicBool::new(false));
+        let second = if sig == libc::SIGPIPE {
+            Ok(())
+        } else {
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&flag))
+                .map(drop)
+        };
+        let registered = second.and_then(|()| signal_hook::flag::register(sig, Arc::clone(&flag)));
         if let Err(e) = registered {
-            eprintln!(
-                "pmustress: cannot test here: installing the SIGINT/SIGTERM handlers failed: {e}"
-            );
+            eprintln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
             return EXIT_CANNOT_TEST;
         }
+        stops.push((sig, flag));
     }
     let allowed = match kernel::allowed_cpus() {
         Ok(cpus) => cpus,
@@ -348,13 +364,10 @@ fn run_command(args: &RunArgs) -> i32 {
     }
 
     let stop_signal = || {
-        if sigint.load(Ordering::Relaxed) {
-            Some(libc::SIGINT)
-        } else if sigterm.load(Ordering::Relaxed) {
-            Some(libc::SIGTERM)
-        } else {
-            None
-        }
+        stops
+            .iter()
+            .find(|(_, flag)| flag.load(Ordering::Relaxed))
+            .map(|(sig, _)| *sig)
     };
 
     let argv: Vec<String> = std::env::args().collect();

@@ -7,6 +7,7 @@ mod bad_input;
 mod bisect;
 mod cli_properties;
 mod completions;
+mod contract;
 mod env;
 mod interrupt;
 mod matrix;
