@@ -261,10 +261,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true, value_parser = parse_duration)]
     pub watchdog: Duration,
 
-    /// Results directory (created if missing).
-    /// [default: results/<UTC time>-<host>-<event>]
+    /// Results directory (created if missing; an existing one must be
+    /// empty unless --replace).
+    /// [default: results/<UTC time>-<host>-<event>, made unique]
     #[arg(long, value_name = "DIR", value_parser = parse_out)]
     pub out: Option<PathBuf>,
+
+    /// Let --out name a directory that already holds a run: its result
+    /// files are removed first (other files are left alone).
+    #[arg(long, requires = "out")]
+    pub replace: bool,
 
     /// Also write every delta to deltas.csv.
     #[arg(long)]

@@ -146,9 +146,15 @@ pub struct RunConfig {
     pub mode: Mode,
     pub inject_drop_every: Option<u64>,
     pub watchdog_ns: u64,
-    /// Results directory (`--out`, or the default under results/).
+    /// Results directory (`--out`, or the default under results/, with a
+    /// suffix if another run took that name first).
     pub out: PathBuf,
+    /// Whether `out` came from `--out` (else it is a default name).
+    #[serde(skip)]
+    pub out_given: bool,
     pub raw: bool,
+    /// `--replace`: an `--out` that holds a run may be overwritten.
+    pub replace: bool,
     pub max_anomaly_lines: u64,
 }
 
@@ -291,7 +297,9 @@ impl RunConfig {
                     &spec.to_string(),
                 ))
             }),
+            out_given: args.out.is_some(),
             raw: args.raw,
+            replace: args.replace,
             max_anomaly_lines: args.max_anomaly_lines,
         })
     }

@@ -19,12 +19,10 @@ use pmustress::cli::{
 };
 use pmustress::config::{ConfigError, RunConfig};
 use pmustress::evidence::{self, Format, LoadedRun};
-use pmustress::export::ResultsDir;
+use pmustress::export::{OutError, ResultsDir};
 use pmustress::fingerprint::Fingerprint;
 use pmustress::judge::{Anomaly, ClosedWindow, Observation};
-use pmustress::results::{
-    EXIT_CANNOT_TEST, EXIT_DROPPED, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults,
-};
+use pmustress::results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
 use pmustress::{event, kernel, report, run};
 
 /// Prints to stdout, ignoring a closed pipe (`pmustress run | head`): a
@@ -244,8 +242,25 @@ fn plot_command(args: &PlotArgs) -> i32 {
     match pmustress::plot::render(&runs, &args.output) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: -o {}: {e:#}", args.output.path.display());
-            EXIT_USAGE
+            // A full disk is this machine's state, not a wrong -o.
+            let full = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                    matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+                })
+            });
+            if full {
+                eprintln!(
+                    "pmustress: cannot write -o {}: {e:#}: free some space or choose another place; nothing was left behind",
+                    args.output.path.display()
+                );
+                EXIT_CANNOT_TEST
+            } else {
+                eprintln!(
+                    "error: -o {}: {e:#}; choose a path you can write to",
+                    args.output.path.display()
+                );
+                EXIT_USAGE
+            }
         }
     }
 }
@@ -342,7 +357,7 @@ fn run_command(args: &RunArgs) -> i32 {
     };
     let fingerprint = Fingerprint::collect(Path::new("/"));
     let platform = event::Platform::from_fingerprint(&fingerprint);
-    let cfg = match RunConfig::from_args(args, &allowed, &platform) {
+    let mut cfg = match RunConfig::from_args(args, &allowed, &platform) {
         Ok(cfg) => cfg,
         Err(e @ ConfigError::Usage { .. }) => {
             eprintln!("error: {e}");
@@ -371,16 +386,18 @@ fn run_command(args: &RunArgs) -> i32 {
     };
 
     let argv: Vec<String> = std::env::args().collect();
-    let files = match ResultsDir::create(&cfg.out, &cfg, &argv, cfg.raw) {
+    let files = match ResultsDir::create(&mut cfg, &argv) {
         Ok(files) => files,
-        Err(e) => {
-            eprintln!(
-                "error: --out: cannot write results to {}: {e:#}",
-                cfg.out.display()
-            );
+        Err(e @ OutError::Usage(_)) => {
+            eprintln!("error: {e}");
             return EXIT_USAGE;
         }
+        Err(e @ OutError::CannotTest(_)) => {
+            eprintln!("pmustress: cannot test here: {e}");
+            return EXIT_CANNOT_TEST;
+        }
     };
+    let cfg = cfg;
     say!("{}", fingerprint.verdict_line());
     say!("{}", report::banner(&cfg));
     if let Some(b) = &cfg.bisect {
@@ -402,12 +419,19 @@ fn run_command(args: &RunArgs) -> i32 {
         Ok(record) => record,
         Err(e) => {
             collect.console.clear_progress();
-            eprintln!("pmustress: cannot test here: {e:#}");
+            let cause = format!("{e:#}");
+            eprintln!("pmustress: cannot test here: {cause}");
+            if let Err(e) = collect.files.abandon(&cfg, &argv, &cause) {
+                eprintln!(
+                    "pmustress: could not record the cause in {}: {e:#}",
+                    cfg.out.display()
+                );
+            }
             return EXIT_CANNOT_TEST;
         }
     };
     collect.console.clear_progress();
-    let results = RunResults::new(
+    let mut results = RunResults::new(
         &cfg,
         argv,
         &fingerprint,
@@ -415,19 +439,28 @@ fn run_command(args: &RunArgs) -> i32 {
         collect.anomalies,
         collect.not_recorded,
     );
+    // Saved first, printed second: the verdict printed is the one on disk
+    // and the exit status (a file cut short makes "clean" inconclusive).
+    let saved = collect.files.finish(kernel::monotonic_ns(), &mut results);
+    if let Err(e) = &saved {
+        let why = format!("could not save all results in {}: {e:#}", cfg.out.display());
+        // Drops seen are real even if a file is short; anything else
+        // cannot be trusted as "good".
+        if results.verdict != pmustress::results::Verdict::Dropped
+            && results.verdict != pmustress::results::Verdict::Interrupted
+        {
+            results.verdict = pmustress::results::Verdict::Inconclusive;
+            results.exit_status = EXIT_CANNOT_TEST;
+        }
+        results.inconclusive_because.push(why);
+    }
     say!("{}", report::summary(&results).trim_end());
-    if let Err(e) = collect.files.finish(kernel::monotonic_ns(), &results) {
+    if let Err(e) = saved {
         eprintln!(
             "pmustress: could not save all results in {}: {e:#}",
             cfg.out.display()
         );
-        // Drops seen are real even if a file is short; anything else
-        // cannot be trusted as "good".
-        return if results.exit_status == EXIT_DROPPED {
-            EXIT_DROPPED
-        } else {
-            EXIT_CANNOT_TEST
-        };
+        return results.exit_status;
     }
     say!("results: {}", cfg.out.display());
     results.exit_status

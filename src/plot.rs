@@ -295,8 +295,7 @@ pub fn render(runs: &[LoadedRun], out: &Output) -> Result<()> {
                 draw(&root, &plots)?;
                 root.present().map_err(drawing)?;
             }
-            std::fs::write(&out.path, text)
-                .with_context(|| format!("writing {}", out.path.display()))
+            write_whole(&out.path, text.as_bytes())
         }
         ImageFormat::Png => {
             let mut rgb = vec![0u8; w as usize * h as usize * 3];
@@ -305,15 +304,30 @@ pub fn render(runs: &[LoadedRun], out: &Output) -> Result<()> {
                 draw(&root, &plots)?;
                 root.present().map_err(drawing)?;
             }
-            write_png(&out.path, w, h, &rgb)
+            let mut png = Vec::new();
+            encode_png(&mut png, &out.path, w, h, &rgb)?;
+            write_whole(&out.path, &png)
         }
     }
 }
 
-fn write_png(path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
-    let file =
-        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+/// Writes the image through a temporary file beside it and a rename: after
+/// a failure (a full disk) there is no image, or the old one, never a
+/// truncated one.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?
+        .to_string_lossy();
+    crate::export::write_atomically(dir, &name, bytes)
+}
+
+fn encode_png(buf: &mut Vec<u8>, path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
+    let mut enc = png::Encoder::new(buf, w, h);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     let mut writer = enc

@@ -49,8 +49,12 @@ pub enum Verdict {
     Dropped,
     /// We could not judge everything (our failure or a broken witness).
     Inconclusive,
-    /// Stopped by SIGINT/SIGTERM: what was measured is complete but partial.
+    /// Stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE): what
+    /// was measured is complete but partial.
     Interrupted,
+    /// No verdict: the run is still going, was killed (SIGKILL, a second
+    /// Ctrl-C), or could not start (then run.json has `setup_failure`).
+    Incomplete,
 }
 
 /// Delta distribution summary (events, or ns for software clocks).
@@ -208,6 +212,9 @@ pub struct RunResults {
     pub warnings: Vec<String>,
     /// Why the verdict is inconclusive, if it is.
     pub inconclusive_because: Vec<String>,
+    /// Files a failed write left short (cut back to their last complete
+    /// line): what they hold is true but not everything.
+    pub partial_files: Vec<String>,
     pub verdict: Verdict,
     pub exit_status: i32,
 }
@@ -527,9 +534,24 @@ impl RunResults {
             anomalies_not_recorded,
             warnings,
             inconclusive_because: inconclusive,
+            partial_files: Vec::new(),
             verdict,
             exit_status,
         }
+    }
+
+    /// Names files a failed write left short; a verdict that was clean
+    /// can no longer be trusted as such (125).
+    pub fn mark_partial(&mut self, files: Vec<String>) {
+        if self.verdict == Verdict::Clean {
+            self.verdict = Verdict::Inconclusive;
+            self.exit_status = EXIT_CANNOT_TEST;
+        }
+        self.inconclusive_because.push(format!(
+            "results could not all be written: {} cut back to the last complete line",
+            files.join(", ")
+        ));
+        self.partial_files = files;
     }
 }
 

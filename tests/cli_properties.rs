@@ -31,6 +31,7 @@ const FLAGS: &[&str] = &[
     "--inject-drop-every",
     "--watchdog",
     "--out",
+    "--replace",
     "--raw",
     "--max-anomaly-lines",
     "--help-me",

@@ -3,11 +3,13 @@
 //! races between real processes, full disks and bad files (issue 13).
 
 use std::os::unix::process::CommandExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{read_json, shared_machine};
+use crate::util::{is_root, read_json, run, shared_machine};
+
+const INJECTED: &str = "tests/fixtures/results/task-clock-injected";
 
 fn pmustress_cmd() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pmustress"))
@@ -46,6 +48,16 @@ fn wait_until_started(out: &Path) {
 fn kill(child: &Child, sig: i32) {
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+fn stderr_line(out: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "not one line: {stderr}"
+    );
+    stderr
 }
 
 /// A long software run into `out`, stdout and stderr discarded.
@@ -176,4 +188,326 @@ fn an_ignored_sighup_stays_ignored() {
     assert_eq!(status.code(), Some(130));
     let r = read_json(&out);
     assert_eq!(r["stop_reason"]["signal"], libc::SIGINT, "{r:#}");
+}
+
+// ------------------------------------------- evidence never overwritten
+
+fn result_dirs(cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(cwd.join("results"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// Three short runs in a row without --out: three directories (the
+/// default name had one-second resolution).
+#[test]
+fn default_directories_of_runs_in_one_second_differ() {
+    let _machine = shared_machine();
+    let cwd = tempfile::tempdir().unwrap();
+    for _ in 0..3 {
+        let out = pmustress_cmd()
+            .current_dir(cwd.path())
+            .args(["run", "--event", "task-clock", "--duration", "200ms"])
+            .output()
+            .unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0 | 125)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let dirs = result_dirs(cwd.path());
+    assert_eq!(dirs.len(), 3, "{dirs:?}");
+    for d in &dirs {
+        assert_ne!(read_json(d)["verdict"], "incomplete", "{}", d.display());
+    }
+}
+
+/// Two runs started together without --out each get a directory of their
+/// own (one used to fail with exit 2 on a rename).
+#[test]
+fn two_runs_started_together_get_their_own_directories() {
+    let _machine = shared_machine();
+    let cwd = tempfile::tempdir().unwrap();
+    let spawn = || {
+        pmustress_cmd()
+            .current_dir(cwd.path())
+            .args(["run", "--event", "task-clock", "--duration", "300ms"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0 | 125)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let dirs = result_dirs(cwd.path());
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    for d in &dirs {
+        let r = read_json(d);
+        assert_ne!(r["verdict"], "incomplete", "{}", d.display());
+        assert_eq!(
+            r["config"]["out"],
+            d.strip_prefix(cwd.path()).unwrap().to_str().unwrap()
+        );
+    }
+}
+
+fn quick_run_into(out: &Path, extra: &[&str]) -> std::process::Output {
+    pmustress_cmd()
+        .args(["run", "--event", "task-clock", "--duration", "300ms"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// An --out that holds a run is refused (exit 2, names --replace) and left
+/// as it was; --replace clears the old run's files, the old deltas.csv too.
+#[test]
+fn an_out_that_holds_a_run_is_refused_unless_replace() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let first = quick_run_into(&out, &["--raw"]);
+    assert!(matches!(first.status.code(), Some(0 | 125)));
+    let before = std::fs::read(out.join("run.json")).unwrap();
+    assert!(out.join("deltas.csv").exists());
+
+    let again = quick_run_into(&out, &[]);
+    assert_eq!(again.status.code(), Some(2));
+    let line = stderr_line(&again);
+    assert!(
+        line.contains("--out") && line.contains("--replace") && line.contains("holds a run"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read(out.join("run.json")).unwrap(), before);
+
+    let replaced = quick_run_into(&out, &["--replace"]);
+    assert!(matches!(replaced.status.code(), Some(0 | 125)));
+    assert_ne!(std::fs::read(out.join("run.json")).unwrap(), before);
+    assert!(
+        !out.join("deltas.csv").exists(),
+        "the old run's deltas.csv is left beside a run.json that says raw=false"
+    );
+    assert_eq!(read_json(&out)["config"]["raw"], false);
+}
+
+/// Two runs into one --out at once: one writes, the other is refused with
+/// exit 2 (it used to interleave anomalies.csv rows, and one printed
+/// "clean (exit 0)" while exiting 125).
+#[test]
+fn two_runs_into_one_out_do_not_mix() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    for replace in [false, true] {
+        let spawn = || {
+            let mut cmd = pmustress_cmd();
+            cmd.args(["run", "--event", "task-clock", "--duration", "1s", "--out"])
+                .arg(&out);
+            if replace {
+                cmd.arg("--replace");
+            }
+            cmd.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let refused: Vec<_> = outs.iter().filter(|o| o.status.code() == Some(2)).collect();
+        if replace && refused.is_empty() {
+            // With --replace the second may start after the first ended:
+            // then it replaced a finished run, which is what it asked for.
+        } else {
+            assert_eq!(
+                refused.len(),
+                1,
+                "replace {replace}: exactly one is refused"
+            );
+            let line = stderr_line(refused[0]);
+            assert!(line.contains("--out"), "{line}");
+        }
+        let r = read_json(&out);
+        let winner = outs
+            .iter()
+            .rfind(|o| o.status.code() != Some(2))
+            .expect("one run wrote");
+        assert_eq!(
+            r["exit_status"].as_i64().map(|s| s as i32),
+            winner.status.code()
+        );
+        let stdout = String::from_utf8_lossy(&winner.stdout);
+        assert!(
+            stdout.contains(&format!("(exit {})", winner.status.code().unwrap())),
+            "printed verdict and exit status differ: {stdout}"
+        );
+        let csv = std::fs::read_to_string(out.join("anomalies.csv")).unwrap();
+        let fields = csv.lines().next().unwrap().split(',').count();
+        assert!(csv.lines().all(|l| l.split(',').count() == fields), "{csv}");
+    }
+}
+
+// ------------------------------------------------------------ full disks
+
+/// A tmpfs of `kib` KiB (read-only if asked), unmounted on drop.
+struct TinyDisk {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TinyDisk {
+    fn mount(kib: u64, read_only: bool) -> Option<TinyDisk> {
+        if !is_root() {
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().ok()?;
+        let path = dir.path().join("disk");
+        std::fs::create_dir(&path).ok()?;
+        let ro = if read_only { ",ro" } else { "" };
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k{ro}"), "tmpfs"])
+            .arg(&path)
+            .status()
+            .ok()?
+            .success();
+        if !ok {
+            eprintln!("skipped: cannot mount a tmpfs here");
+        }
+        ok.then_some(TinyDisk { path, _dir: dir })
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.path).status();
+    }
+}
+
+/// `plot` onto a full disk leaves no truncated image, and says so with a
+/// non-zero status.
+#[test]
+fn plot_to_a_full_disk_leaves_no_truncated_image() {
+    let Some(disk) = TinyDisk::mount(16, false) else {
+        return;
+    };
+    let svg = disk.path.join("run.svg");
+    let out = run(&["plot", INJECTED, "-o", svg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(125));
+    let line = stderr_line(&out);
+    assert!(line.contains("No space left"), "{line}");
+    let left: Vec<_> = std::fs::read_dir(&disk.path).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A read-only --out is the path's fault (exit 2, "choose"), not a full
+/// disk ("free some space").
+#[test]
+fn a_read_only_out_is_a_usage_error_that_says_so() {
+    let Some(disk) = TinyDisk::mount(1024, true) else {
+        return;
+    };
+    let out = quick_run_into(&disk.path.join("r"), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let line = stderr_line(&out);
+    assert!(
+        line.contains("--out") && line.contains("Read-only"),
+        "{line}"
+    );
+    assert!(!line.contains("free some space"), "{line}");
+}
+
+/// Out of file descriptors before measuring: this machine, not the
+/// command line (125, not 2).
+#[test]
+fn out_of_file_descriptors_cannot_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = pmustress_cmd();
+    cmd.args(["run", "--event", "task-clock", "--duration", "1s", "--out"])
+        .arg(dir.path().join("r"));
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 4,
+                rlim_max: 4,
+            };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let line = stderr_line(&out);
+    assert!(line.contains("cannot test here"), "{line}");
+}
+
+/// A run that cannot set up its events (here: out of file descriptors once
+/// the results directory is open) records the cause in run.json, which
+/// then reads as incomplete with exit 125, never as a verdict.
+#[test]
+fn a_setup_failure_is_recorded_in_run_json() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    // The lowest limit where the directory opens but the worker's event
+    // does not depends on how many files a run holds: try them in turn.
+    for limit in 4..16u64 {
+        let out_dir = dir.path().join(format!("r{limit}"));
+        let mut cmd = pmustress_cmd();
+        cmd.args([
+            "run",
+            "--event",
+            "task-clock",
+            "--workers",
+            "1",
+            "--migrate",
+            "none",
+            "--duration",
+            "300ms",
+            "--out",
+        ])
+        .arg(&out_dir);
+        // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        if !out_dir.join("run.json").exists() {
+            // Too few to open the directory's files: refused before.
+            assert_eq!(out.status.code(), Some(125), "limit {limit}");
+            continue;
+        }
+        let r = read_json(&out_dir);
+        if r["verdict"] != "incomplete" {
+            panic!("no limit gave a worker setup failure; limit {limit} ran: {r:#}");
+        }
+        assert_eq!(out.status.code(), Some(125), "limit {limit}");
+        assert_eq!(r["exit_status"], 125, "{r:#}");
+        let cause = r["setup_failure"].as_str().unwrap_or_default();
+        assert!(cause.contains("Too many open files"), "{r:#}");
+        assert!(!out_dir.join(".reserve-for-run.json").exists());
+        if cause.contains("perf_event_open") {
+            // The worker's event, after the directory: the case sought.
+            return;
+        }
+    }
+    panic!("no file limit up to 15 gave a setup failure");
 }

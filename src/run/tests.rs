@@ -742,18 +742,18 @@ impl Observer for Files {
 #[test]
 fn run_json_has_the_totals_and_the_raw_stream_replays_to_them() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(&["--duration", "30ms"]);
+    let mut cfg = config(&["--duration", "30ms", "--out", dir.path().to_str().unwrap()]);
     let argv = vec!["pmustress".to_string(), "run".to_string()];
     let script = with_a_loss(5_000).worker([Step::OVERFLOW; 20]);
     let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
     let kernel = FakeKernel::new(script);
     let mut files = Files {
-        files: crate::export::ResultsDir::create(dir.path(), &cfg, &argv, false).unwrap(),
+        files: crate::export::ResultsDir::create(&mut cfg, &argv).unwrap(),
         anomalies: Vec::new(),
     };
     let record = run_on(&kernel, &cfg, &no_stop, &mut files).unwrap();
-    let results = RunResults::new(&cfg, argv, &graviton2(), &record, files.anomalies, 0);
-    files.files.finish(kernel.now_ns(), &results).unwrap();
+    let mut results = RunResults::new(&cfg, argv, &graviton2(), &record, files.anomalies, 0);
+    files.files.finish(kernel.now_ns(), &mut results).unwrap();
 
     let text = std::fs::read_to_string(dir.path().join("run.json")).unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
