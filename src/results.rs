@@ -36,6 +36,12 @@ pub const EXIT_CANNOT_TEST: i32 = 125;
 /// Confidence of the intervals reported with rates.
 pub const CONFIDENCE: f64 = 0.95;
 
+/// A run that saw no dropped interrupt is only "clean" if its overflows
+/// bound the dropped rate below this (one-sided, at `CONFIDENCE`): zero
+/// drops in fewer than 299 overflows say nothing, and the run is 125 "not
+/// enough overflows" (in every mode, and in a replay of its stream).
+pub const MIN_EVIDENCE_RATE: f64 = 0.01;
+
 /// At most this many anomalies are kept in run.json (all are counted, and
 /// anomalies.csv has every one).
 pub const MAX_RECORDED_ANOMALIES: usize = 1_000;
@@ -555,6 +561,12 @@ impl RunResults {
     }
 }
 
+/// How many overflows with no drop make a run "clean": enough to bound the
+/// dropped rate below `MIN_EVIDENCE_RATE` at `CONFIDENCE` (299).
+pub fn overflows_needed() -> u64 {
+    crate::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
+}
+
 /// Why the judged stream itself makes a run inconclusive (the same words
 /// for a run and for its replay).
 pub fn stream_reasons(
@@ -564,6 +576,14 @@ pub fn stream_reasons(
     software: bool,
 ) -> Vec<String> {
     let mut reasons = Vec::new();
+    let needed = overflows_needed();
+    if i.dropped == 0 && i.overflows < needed {
+        reasons.push(format!(
+            "not enough overflows: {} measured, {needed} needed to bound the dropped rate below {MIN_EVIDENCE_RATE} at {:.0}% confidence; run longer",
+            i.overflows,
+            CONFIDENCE * 100.0
+        ));
+    }
     if i.ambiguous > 0 {
         reasons.push(format!(
             "{} {} fit both a lost interrupt and one a period late (chance coincidences expected: {:.2}); not counted as dropped",
@@ -613,4 +633,36 @@ fn ordinal(n: u64) -> String {
 
 fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
     if n == 1 { one } else { many }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reasons(overflows: u64, dropped: u64) -> Vec<String> {
+        let i = InterruptTotals {
+            overflows,
+            dropped,
+            samples: overflows - dropped,
+            on_time: overflows - dropped,
+            ..InterruptTotals::default()
+        };
+        stream_reasons(&i, &DeliveryTotals::default(), 0.0, true)
+    }
+
+    /// 0.99^299 = 0.0495 <= 0.05 < 0.99^298: 299 overflows without a drop
+    /// bound the rate below 1% at 95%, 298 do not.
+    #[test]
+    fn a_clean_verdict_needs_299_overflows() {
+        assert_eq!(overflows_needed(), 299);
+        assert_eq!(
+            reasons(298, 0),
+            [
+                "not enough overflows: 298 measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer"
+            ]
+        );
+        assert!(reasons(299, 0).is_empty());
+        // A drop is a drop however short the run.
+        assert!(reasons(9, 1).is_empty());
+    }
 }

@@ -190,6 +190,50 @@ fn an_ignored_sighup_stays_ignored() {
     assert_eq!(r["stop_reason"]["signal"], libc::SIGINT, "{r:#}");
 }
 
+// ------------------------------------------------ numbers that mislead
+
+/// A run too short to bound the dropped rate is 125 "not enough
+/// overflows" with the number it needed, in either mode (a 1 ns run used
+/// to exit 0 "clean" on 9 overflows), and its replay says the same.
+#[test]
+fn a_run_too_short_to_say_anything_is_125_with_the_number_needed() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, extra) in [
+        ("ns", &["--duration", "1ns"][..]),
+        ("reset", &["--mode", "reset", "--interrupts", "20"][..]),
+    ] {
+        let out_dir = dir.path().join(name);
+        let out = pmustress_cmd()
+            .args(["run", "--event", "task-clock", "--workers", "1"])
+            .args(["--migrate", "none"])
+            .args(extra)
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{name}");
+        let r = read_json(&out_dir);
+        let n = r["totals"]["accounted_overflows"].as_u64().unwrap();
+        assert!(n < 299, "{name}: {n}");
+        let reason = format!(
+            "not enough overflows: {n} measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer"
+        );
+        assert_eq!(r["verdict"], "inconclusive", "{name}");
+        let reasons = r["inconclusive_because"].as_array().unwrap();
+        assert!(reasons.contains(&reason.clone().into()), "{name}: {r:#}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(&reason), "{name}: {stdout}");
+        let replay = run(&["replay", out_dir.to_str().unwrap()]);
+        assert_eq!(replay.status.code(), Some(125), "{name}");
+        let text = String::from_utf8_lossy(&replay.stdout);
+        assert!(
+            text.contains("replay: the same totals as run.json"),
+            "{text}"
+        );
+    }
+}
+
 // ------------------------------------------- evidence never overwritten
 
 fn result_dirs(cwd: &Path) -> Vec<PathBuf> {
