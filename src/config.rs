@@ -104,7 +104,7 @@ impl Bisect {
             usage(
                 "--bad-rate",
                 format!(
-                    "cannot plan for rate {bad_rate} at confidence {}",
+                    "a rate of {bad_rate} at confidence {} needs more overflows than any run can count (2^64); expected a larger rate, e.g. 0.0001",
                     args.confidence
                 ),
             )
@@ -228,6 +228,22 @@ impl RunConfig {
                 ),
             ));
         }
+        if let Some(skid) = args.skid.filter(|&s| s >= period) {
+            return Err(usage(
+                "--skid",
+                format!(
+                    "skid {skid} (--skid) must be below the period {period}; give a smaller --skid or a larger --period"
+                ),
+            ));
+        }
+        let migrate_interval_ns = nanos("--migrate-interval", args.migrate_interval)?;
+        let watchdog_ns = nanos("--watchdog", args.watchdog)?;
+        if let Some(d) = args.duration {
+            nanos("--duration", d)?;
+        }
+        let bisect = Bisect::plan(args)?;
+        // Only now what this machine can do (125): every usage error (2)
+        // is found first, before any event is looked up or opened.
         let event =
             event::resolve(spec, platform, &cpus).map_err(|e| ConfigError::CannotTest(e.0))?;
         let (skid, skid_source) = match (args.skid, event.default_skid) {
@@ -254,12 +270,6 @@ impl RunConfig {
                 ),
             ));
         }
-        let migrate_interval_ns = nanos("--migrate-interval", args.migrate_interval)?;
-        let watchdog_ns = nanos("--watchdog", args.watchdog)?;
-        if let Some(d) = args.duration {
-            nanos("--duration", d)?;
-        }
-        let bisect = Bisect::plan(args)?;
         let duration = match (args.duration, args.interrupts, &bisect) {
             // Bisect mode runs until its overflow budget unless told otherwise.
             (None, None, None) => Some(Duration::from_secs(10)),
@@ -384,6 +394,23 @@ mod tests {
             "--period"
         );
         assert!(check(&["--event", "task-clock", "--cpus", "1", "--migrate", "none"]).is_ok());
+    }
+
+    /// Usage errors come before what this machine can do: a bad
+    /// --baseline on a machine without a PMU is 2, not 125 (the default
+    /// event, branches, needs a PMU).
+    #[test]
+    fn usage_errors_come_before_the_event_is_looked_up() {
+        assert_eq!(usage_flag(&["--baseline", "/nonexistent"]), "--baseline");
+        assert_eq!(
+            usage_flag(&["--period", "1000", "--skid", "1000"]),
+            "--skid"
+        );
+        assert_eq!(usage_flag(&["--bad-rate", "1e-300"]), "--bad-rate");
+        assert!(matches!(
+            check(&["--bad-rate", "0.01"]),
+            Err(ConfigError::CannotTest(_))
+        ));
     }
 
     #[test]

@@ -88,7 +88,9 @@ pub fn trials_to_bound(rate: f64, confidence: f64) -> Option<u64> {
     if !(rate > 0.0 && rate < 1.0 && confidence > 0.0 && confidence < 1.0) {
         return None;
     }
-    Some(((1.0 - confidence).ln() / (-rate).ln_1p()).ceil() as u64)
+    let n = ((1.0 - confidence).ln() / (-rate).ln_1p()).ceil();
+    // Beyond u64 no run can count that far: no plan (never a saturated one).
+    (n < u64::MAX as f64).then_some(n as u64)
 }
 
 impl Rate {
@@ -153,6 +155,8 @@ mod tests {
         assert_eq!(trials_to_bound(1e-4, 0.99), Some(46_050));
         assert_eq!(trials_to_bound(0.0, 0.99), None);
         assert_eq!(trials_to_bound(1e-4, 1.0), None);
+        // ln(0.01)/ln(1 - 1e-300) is 4.6e300: more than any run counts.
+        assert_eq!(trials_to_bound(1e-300, 0.99), None);
         let n = trials_to_bound(1e-6, 0.95).unwrap();
         assert!(upper_bound(0, n, 0.95).unwrap() <= 1e-6);
         assert!(upper_bound(0, n - 1, 0.95).unwrap() > 1e-6 * (1.0 - 1e-9));

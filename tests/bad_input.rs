@@ -105,6 +105,12 @@ const BAD: &[(&[&str], &str)] = &[
     (&["--event", "BRANCHES"], "--event"),
     (&["--event", ""], "--event"),
     (&["--event", "r12345678901234567"], "--event"),
+    // Usage errors with the default event (branches), which this VM
+    // cannot count: still 2, found before any event is looked up.
+    (&["--baseline", "/nonexistent"], "--baseline"),
+    (&["--period", "1000", "--skid", "1000"], "--skid"),
+    // A rate no run could bound (more than 2^64 overflows needed).
+    (&["--bad-rate", "1e-300"], "--bad-rate"),
     // Conflicting flags.
     (
         &[
