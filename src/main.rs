@@ -68,6 +68,12 @@ fn replay_command(args: &ReplayArgs) -> i32 {
     use pmustress::judge::{JudgeConfig, Mode};
     use pmustress::replay;
     if args.path.is_dir() {
+        // A run.json that is not a run is the argument's fault (2), as in
+        // report; a stream that cannot be judged is 125.
+        if let Err(e) = pmustress::runfile::read(&args.path) {
+            eprintln!("error: replay {}: {e:#}", args.path.display());
+            return EXIT_USAGE;
+        }
         let r = match replay::replay_dir(&args.path) {
             Ok(r) => r,
             Err(e) => {
@@ -197,6 +203,15 @@ fn report_command(args: &ReportArgs) -> i32 {
             evidence::report(&runs, format, args.anomalies).trim_end()
         ),
     }
+    // A run without a verdict is evidence, not a result: a script that
+    // reads "0" as "all reported runs finished" must not be misled.
+    if let Some(r) = runs.iter().find(|r| !r.run.finished()) {
+        eprintln!(
+            "pmustress: {} did not finish (verdict incomplete): it has no verdict",
+            r.dir.display()
+        );
+        return EXIT_CANNOT_TEST;
+    }
     0
 }
 
@@ -208,6 +223,14 @@ fn compare_command(args: &CompareArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // A killed run's counts are unknown, not zero.
+    if let Some(r) = groups.iter().flatten().find(|r| !r.run.finished()) {
+        eprintln!(
+            "pmustress: cannot compare: {} did not finish (verdict incomplete), so its counts are unknown; leave it out",
+            r.dir.display()
+        );
+        return EXIT_CANNOT_TEST;
+    }
     let a = evidence::Group::of(args.a.display().to_string(), &groups[0]);
     let b = evidence::Group::of(args.b.display().to_string(), &groups[1]);
     match args.format {

@@ -16,7 +16,7 @@ broken witness, our own failure); otherwise `clean`.
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
@@ -46,7 +46,7 @@ pub const MIN_EVIDENCE_RATE: f64 = 0.01;
 /// anomalies.csv has every one).
 pub const MAX_RECORDED_ANOMALIES: usize = 1_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// No dropped interrupt, and every window could be judged.

@@ -402,6 +402,156 @@ fn two_runs_into_one_out_do_not_mix() {
     }
 }
 
+// ------------------------------------------------ readers that believe
+
+const CLEAN: &str = "tests/fixtures/results/task-clock-clean";
+const BAD: &str = "tests/fixtures/bad-results";
+
+/// run.json files that are not a run are refused by every reader, with
+/// one line naming the file and what is wrong, and a non-zero status
+/// (report used to print "clean, exit 0" for each).
+#[test]
+fn readers_refuse_a_run_json_that_is_not_a_run() {
+    for (name, why) in [
+        ("null", "expected a JSON object, found null"),
+        ("array", "expected a JSON object, found an array"),
+        ("no-totals", "no totals"),
+        ("totals-lots", "invalid type: string \"lots\""),
+        ("negative-count", "invalid value: integer `-943`"),
+        ("schema-999", "schema_version 999 is newer"),
+    ] {
+        let dir = format!("{BAD}/{name}");
+        let plot = std::env::temp_dir().join(format!("pmustress-never-{name}.svg"));
+        for argv in [
+            vec!["report", &dir],
+            vec!["report", "--format", "json", &dir],
+            vec!["compare", &dir, CLEAN],
+            vec!["plot", &dir, "-o", plot.to_str().unwrap()],
+            vec!["replay", &dir],
+            vec!["run", "--event", "task-clock", "--baseline", &dir],
+        ] {
+            let out = run(&argv);
+            assert_eq!(out.status.code(), Some(2), "{argv:?}");
+            let line = stderr_line(&out);
+            assert!(
+                line.contains(&format!("{dir}/run.json")) && line.contains(why),
+                "{argv:?}: {line}"
+            );
+            assert!(out.stdout.is_empty(), "{argv:?}");
+        }
+        assert!(!plot.exists());
+    }
+}
+
+/// A killed run (run.json still "incomplete") is shown as one that did
+/// not finish: no exit status, no rates, report exits 125 (it printed
+/// "(verdict: incomplete, exit 0)" and exited 0), --format json says
+/// null, and compare refuses it rather than count it as 0 overflows.
+#[test]
+fn a_killed_run_is_never_reported_with_exit_0() {
+    let killed = format!("{BAD}/killed");
+    let out = run(&["report", &killed]);
+    assert_eq!(out.status.code(), Some(125));
+    // Words, not lines: the text report wraps at 72 columns.
+    let words = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let text = words(&out.stdout);
+    assert!(
+        text.contains("(verdict: incomplete, did not finish, no exit status)"),
+        "{text}"
+    );
+    assert!(text.contains("the run did not finish"), "{text}");
+    assert!(!text.contains("exit 0"), "{text}");
+    assert!(stderr_line(&out).contains("did not finish"));
+
+    let out = run(&["report", "--format", "json", &killed]);
+    assert_eq!(out.status.code(), Some(125));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["verdict"], "incomplete");
+    assert_eq!(v[0]["exit_status"], serde_json::Value::Null);
+    assert_eq!(v[0]["overflows"], serde_json::Value::Null);
+
+    // With a finished run beside it, still not 0.
+    let out = run(&["report", CLEAN, &killed]);
+    assert_eq!(out.status.code(), Some(125));
+
+    let out = run(&["compare", &killed, CLEAN]);
+    assert_eq!(out.status.code(), Some(125));
+    let line = stderr_line(&out);
+    assert!(
+        line.contains(&killed) && line.contains("did not finish"),
+        "{line}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+/// anomalies.csv cannot speak for run.json: rows it does not count (here
+/// a dropped interrupt beside a clean verdict) are not shown as the run's.
+#[test]
+fn anomalies_csv_does_not_override_run_json() {
+    let dir = format!("{BAD}/anomalies-not-counted");
+    let out = run(&["report", &dir]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!text.contains("dropped-interrupt"), "{text}");
+    assert!(
+        text.contains("anomalies.csv does not match run.json (33 rows; run.json counts 32)"),
+        "{text}"
+    );
+    // The same rows and counts agree in the original.
+    let text = String::from_utf8_lossy(&run(&["report", CLEAN]).stdout).into_owned();
+    assert!(text.contains("first 10 of 32 anomalies"), "{text}");
+}
+
+/// What is read is bounded: a 200 MB run.json is refused by its size
+/// without reading it (it took 2 GB), and a FIFO is never waited on.
+#[test]
+fn huge_and_fifo_run_json_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge");
+    std::fs::create_dir(&huge).unwrap();
+    std::fs::File::create(huge.join("run.json"))
+        .unwrap()
+        .set_len(200 << 20)
+        .unwrap();
+    let out = run(&["report", huge.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let line = stderr_line(&out);
+    assert!(
+        line.contains("209715200 bytes, more than the 16777216"),
+        "{line}"
+    );
+
+    let fifo = dir.path().join("fifo");
+    std::fs::create_dir(&fifo).unwrap();
+    let made = Command::new("mkfifo").arg(fifo.join("run.json")).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    for argv in [
+        vec!["report", fifo.to_str().unwrap()],
+        vec!["replay", fifo.to_str().unwrap()],
+    ] {
+        let mut child = pmustress_cmd()
+            .args(&argv)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_at_most(&mut child, Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{argv:?} waited on a FIFO"));
+        assert_ne!(status.code(), Some(0), "{argv:?}");
+    }
+}
+
 // ------------------------------------------------------------ full disks
 
 /// A tmpfs of `kib` KiB (read-only if asked), unmounted on drop.
