@@ -73,6 +73,26 @@ impl Bisect {
                         format!("{e:#}; expected a results directory with run.json"),
                     )
                 })?;
+                // A self-test's drops are ours, and a run that never
+                // finished has no counts: neither is a bad kernel's rate.
+                if run.run.is_self_test() {
+                    return Err(usage(
+                        "--baseline",
+                        format!(
+                            "{} is a self-test (--inject-drop-every): its drops were injected, not lost by the kernel; expected a run without injection",
+                            dir.display()
+                        ),
+                    ));
+                }
+                if !run.run.finished() {
+                    return Err(usage(
+                        "--baseline",
+                        format!(
+                            "{} did not finish (verdict incomplete: killed, or it could not start), so it has no counts; expected a finished run",
+                            dir.display()
+                        ),
+                    ));
+                }
                 let rate = crate::stats::Rate::new(
                     run.dropped(),
                     run.overflows(),
