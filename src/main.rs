@@ -231,8 +231,16 @@ fn compare_command(args: &CompareArgs) -> i32 {
         );
         return EXIT_CANNOT_TEST;
     }
-    let a = evidence::Group::of(args.a.display().to_string(), &groups[0]);
-    let b = evidence::Group::of(args.b.display().to_string(), &groups[1]);
+    let (a, b) = match (
+        evidence::Group::of(args.a.display().to_string(), &groups[0]),
+        evidence::Group::of(args.b.display().to_string(), &groups[1]),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
     match args.format {
         Format::Json => {
             let p = evidence::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);

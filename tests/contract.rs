@@ -510,6 +510,69 @@ fn anomalies_csv_does_not_override_run_json() {
     assert!(text.contains("first 10 of 32 anomalies"), "{text}");
 }
 
+/// A finished run directory with the given counts, built from the clean
+/// fixture's run.json.
+fn run_with_counts(dir: &Path, overflows: u64, dropped: u64) {
+    let text = std::fs::read_to_string(format!("{CLEAN}/run.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["totals"]["accounted_overflows"] = overflows.into();
+    v["totals"]["dropped_interrupts"] = dropped.into();
+    v["totals"]["anomalies"] = serde_json::json!({});
+    let (verdict, status) = if dropped > 0 {
+        ("dropped", 1)
+    } else {
+        ("clean", 0)
+    };
+    v["verdict"] = verdict.into();
+    v["exit_status"] = status.into();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("run.json"), v.to_string()).unwrap();
+}
+
+/// compare answers at once for counts of 1e9 and up (2^64 - 1 spun for
+/// minutes and was killed after 2.5), and refuses sums past 2^64 rather
+/// than wrap them.
+#[test]
+fn compare_answers_huge_counts_and_never_wraps_a_sum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let g = 1_000_000_000;
+    for (na, xa, nb, xb, says) in [
+        (3 * g, g, 3 * g, g, "no significant difference"),
+        (
+            u64::MAX,
+            u64::MAX / 2,
+            u64::MAX,
+            u64::MAX / 4,
+            "the rates differ",
+        ),
+    ] {
+        run_with_counts(&a, na, xa);
+        run_with_counts(&b, nb, xb);
+        let mut child = pmustress_cmd()
+            .args(["compare"])
+            .args([&a, &b])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_at_most(&mut child, Duration::from_secs(60))
+            .expect("compare did not answer within a minute");
+        assert_eq!(status.code(), Some(0));
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut text).unwrap();
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains(says), "{text}");
+    }
+    // Two runs of 2^64 - 1 overflows in one group: more than a u64.
+    let group = dir.path().join("group");
+    run_with_counts(&group.join("1"), u64::MAX, 0);
+    run_with_counts(&group.join("2"), u64::MAX, 0);
+    let out = run(&["compare", group.to_str().unwrap(), CLEAN]);
+    assert_eq!(out.status.code(), Some(2));
+    let line = stderr_line(&out);
+    assert!(line.contains("add up to more than 2^64 - 1"), "{line}");
+}
+
 /// What is read is bounded: a 200 MB run.json is refused by its size
 /// without reading it (it took 2 GB), and a FIFO is never waited on.
 #[test]
