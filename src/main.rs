@@ -34,13 +34,40 @@ macro_rules! say {
     }};
 }
 
+/// Appends a line to a command's output.
+macro_rules! put {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// Writes a command's whole output and returns `status`: a failed write (a
+/// full disk, /dev/full) is one line and 125, never a lost output with 0.
+/// A reader that went away (`| head`) took what it wanted: not an error.
+fn emit(text: &str, status: i32) -> i32 {
+    emit_bytes(text.as_bytes(), status)
+}
+
+fn emit_bytes(bytes: &[u8], status: i32) -> i32 {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("pmustress: cannot write the output: {e}");
+            EXIT_CANNOT_TEST
+        }
+        _ => status,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version.
-            let _ = e.print();
-            return ExitCode::SUCCESS;
+            let text = e.render().to_string();
+            return ExitCode::from(emit(&text, 0) as u8);
         }
         Err(e) => {
             eprintln!("{}", pmustress::cli::usage_line(&e));
@@ -55,8 +82,10 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot_command(&args),
         Command::Replay(args) => replay_command(&args),
         Command::Completions { shell } => {
-            pmustress::manual::completions(shell, &mut std::io::stdout().lock());
-            0
+            // Rendered first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            pmustress::manual::completions(shell, &mut script);
+            emit_bytes(&script, 0)
         }
         Command::Man => man_command(),
     };
@@ -81,6 +110,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
                 return EXIT_CANNOT_TEST;
             }
         };
+        let mut out = String::new();
         if args.format == Format::Json {
             let json = serde_json::json!({
                 "replayed": r.replayed,
@@ -90,32 +120,38 @@ fn replay_command(args: &ReplayArgs) -> i32 {
                 "verdict": r.verdict,
                 "exit_status": r.exit_status,
             });
-            say!(
+            put!(
+                out,
                 "{}",
                 serde_json::to_string_pretty(&json).unwrap_or_default()
             );
         } else {
-            say!("{}", replay::summary(&r.replayed).trim_end());
+            put!(out, "{}", replay::summary(&r.replayed).trim_end());
             if let Some(t) = &r.truncated {
-                say!("note: the stream ends early ({t}): judged up to there");
+                put!(out, "note: the stream ends early ({t}): judged up to there");
             }
             if r.differences.is_empty() {
-                say!(
+                put!(
+                    out,
                     "replay: the same totals as run.json (run verdict {}, exit {})",
                     r.run_verdict,
                     r.run_exit_status.map_or("-".to_string(), |s| s.to_string())
                 );
             }
             for (field, run, replayed) in &r.differences {
-                say!("replay differs: {field}: run.json {run}, replay {replayed}");
+                put!(
+                    out,
+                    "replay differs: {field}: run.json {run}, replay {replayed}"
+                );
             }
-            say!("verdict: {} (exit {})", r.verdict, r.exit_status);
+            put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
         }
-        return if r.differences.is_empty() {
+        let status = if r.differences.is_empty() {
             r.exit_status
         } else {
             EXIT_CANNOT_TEST
         };
+        return emit(&out, status);
     }
     let Some(period) = args.period else {
         eprintln!(
@@ -143,16 +179,21 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         }
     };
     let r = replay::judge(&stream.rows, cfg);
+    let mut out = String::new();
     if args.format == Format::Json {
-        say!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+        put!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&r).unwrap_or_default()
+        );
     } else {
-        say!("{}", replay::summary(&r).trim_end());
+        put!(out, "{}", replay::summary(&r).trim_end());
         if let Some(t) = &stream.truncated {
-            say!("note: the stream ends early ({t}): judged up to there");
+            put!(out, "note: the stream ends early ({t}): judged up to there");
         }
-        say!("verdict: {} (exit {})", r.verdict, r.exit_status);
+        put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
     }
-    r.exit_status
+    emit(&out, r.exit_status)
 }
 
 fn env_command(args: &EnvArgs) -> i32 {
@@ -161,18 +202,19 @@ fn env_command(args: &EnvArgs) -> i32 {
         return EXIT_USAGE;
     }
     let fp = Fingerprint::collect(&args.root);
+    let mut out = String::new();
     if args.json {
         match serde_json::to_string_pretty(&fp) {
-            Ok(s) => say!("{s}"),
+            Ok(s) => put!(out, "{s}"),
             Err(e) => {
                 eprintln!("error: serialising the fingerprint: {e}");
                 return EXIT_CANNOT_TEST;
             }
         }
     } else {
-        say!("{fp}");
+        put!(out, "{fp}");
     }
-    0
+    emit(&out, 0)
 }
 
 fn load_groups(dirs: &[std::path::PathBuf]) -> anyhow::Result<Vec<Vec<LoadedRun>>> {
@@ -190,29 +232,37 @@ fn report_command(args: &ReportArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let mut out = String::new();
     match args.format {
         Format::Json => {
             let all: Vec<_> = runs.iter().map(evidence::summary).collect();
             match serde_json::to_string_pretty(&all) {
-                Ok(s) => say!("{s}"),
-                Err(e) => eprintln!("error: {e}"),
+                Ok(s) => put!(out, "{s}"),
+                Err(e) => {
+                    eprintln!("error: serialising the report: {e}");
+                    return EXIT_CANNOT_TEST;
+                }
             }
         }
-        format => say!(
+        format => put!(
+            out,
             "{}",
             evidence::report(&runs, format, args.anomalies).trim_end()
         ),
     }
     // A run without a verdict is evidence, not a result: a script that
     // reads "0" as "all reported runs finished" must not be misled.
-    if let Some(r) = runs.iter().find(|r| !r.run.finished()) {
-        eprintln!(
-            "pmustress: {} did not finish (verdict incomplete): it has no verdict",
-            r.dir.display()
-        );
-        return EXIT_CANNOT_TEST;
-    }
-    0
+    let status = match runs.iter().find(|r| !r.run.finished()) {
+        Some(r) => {
+            eprintln!(
+                "pmustress: {} did not finish (verdict incomplete): it has no verdict",
+                r.dir.display()
+            );
+            EXIT_CANNOT_TEST
+        }
+        None => 0,
+    };
+    emit(&out, status)
 }
 
 fn compare_command(args: &CompareArgs) -> i32 {
@@ -241,6 +291,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let mut out = String::new();
     match args.format {
         Format::Json => {
             let p = evidence::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
@@ -255,11 +306,15 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 "a": side(&a), "b": side(&b), "p_value": p,
                 "test": "exact conditional binomial test, two-sided",
             });
-            say!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            put!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            );
         }
-        _ => say!("{}", evidence::compare(&a, &b).trim_end()),
+        _ => put!(out, "{}", evidence::compare(&a, &b).trim_end()),
     }
-    0
+    emit(&out, 0)
 }
 
 fn plot_command(args: &PlotArgs) -> i32 {
@@ -297,13 +352,12 @@ fn plot_command(args: &PlotArgs) -> i32 {
 }
 
 fn man_command() -> i32 {
-    match pmustress::manual::man_page(&mut std::io::stdout().lock()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            eprintln!("error: writing the man page: {e}");
-            EXIT_CANNOT_TEST
-        }
-        _ => 0,
+    let mut page = Vec::new();
+    if let Err(e) = pmustress::manual::man_page(&mut page) {
+        eprintln!("error: rendering the man page: {e}");
+        return EXIT_CANNOT_TEST;
     }
+    emit_bytes(&page, 0)
 }
 
 /// Console output, the results directory, and the anomalies kept for

@@ -336,6 +336,9 @@ mod tests {
             "tests/fixtures/results/task-clock-injected",
             "tests/fixtures/qemu/nopnmi-migrate",
             "tests/fixtures/qemu/pnmi-migrate",
+            "tests/fixtures/oracle/smp2-nopnmi-w2-none-free-50k",
+            "tests/fixtures/oracle/smp4-nopnmi-w4-pingpong-free-50k",
+            "tests/fixtures/oracle/smp4-pnmi-w4-pingpong-free-50k",
         ] {
             let r = read(Path::new(dir)).unwrap_or_else(|e| panic!("{dir}: {e:#}"));
             assert!(r.finished(), "{dir}");

@@ -615,6 +615,57 @@ fn huge_and_fifo_run_json_are_refused_at_once() {
     }
 }
 
+// --------------------------------------------------- output that is lost
+
+/// Every command's output to a full device is a non-zero status with one
+/// line (completions panicked with 101; report, compare and env exited 0
+/// with the output lost).
+#[test]
+fn output_to_a_full_device_is_an_error_never_lost() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full");
+        return;
+    };
+    let oracle = "tests/fixtures/oracle/smp2-nopnmi-w2-none-free-50k";
+    for argv in [
+        &["report", CLEAN][..],
+        &["report", "--format", "json", CLEAN],
+        &["report", "--format", "markdown", CLEAN],
+        &["compare", CLEAN, INJECTED],
+        &["compare", "--format", "json", CLEAN, INJECTED],
+        &["env"],
+        &["env", "--json"],
+        &["completions", "bash"],
+        &["man"],
+        &["replay", oracle],
+        &["--help"],
+        &["--version"],
+    ] {
+        let out = pmustress_cmd()
+            .args(argv)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{argv:?}");
+        let line = stderr_line(&out);
+        assert!(
+            line.contains("cannot write the output: No space left on device"),
+            "{argv:?}: {line}"
+        );
+    }
+    // A reader that goes away early took what it wanted: not an error.
+    let mut child = pmustress_cmd()
+        .args(["man"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty());
+}
+
 // ------------------------------------------------------------ full disks
 
 /// A tmpfs of `kib` KiB (read-only if asked), unmounted on drop.
