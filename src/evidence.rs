@@ -143,24 +143,85 @@ impl LoadedRun {
 
     /// The exact command, shell-quoted where needed.
     pub fn command(&self) -> String {
+        self.command_words().join(" ")
+    }
+
+    /// The command's words, each shell-quoted.
+    fn command_words(&self) -> Vec<String> {
         let mut argv: Vec<String> = self.run.argv.iter().map(|a| shell_quote(a)).collect();
         if let Some(first) = argv.first_mut() {
             // The path the binary had on that machine says nothing here.
             *first = "pmustress".to_string();
         }
-        argv.join(" ")
+        argv
     }
 }
 
+/// One argument as a shell word: bare when safe, else in single quotes,
+/// or in bash's $'...' with escapes when it holds control characters (so
+/// the command is copied exactly and no terminal sequence is printed).
 fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
     {
         s.to_string()
+    } else if s.chars().any(char::is_control) {
+        let mut q = String::from("$'");
+        for c in s.chars() {
+            match c {
+                '\\' => q.push_str("\\\\"),
+                '\'' => q.push_str("\\'"),
+                c if c.is_control() && (c as u32) < 0x80 => {
+                    let _ = write!(q, "\\x{:02x}", c as u32);
+                }
+                c if c.is_control() => {
+                    let _ = write!(q, "\\u{:04x}", c as u32);
+                }
+                c => q.push(c),
+            }
+        }
+        q.push('\'');
+        q
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// `text` with every control character but newline and tab written as
+/// \u00XX, so nothing read from a run.json, anomalies.csv or a --root
+/// tree can move the cursor, retitle the terminal or overwrite a line
+/// (a carriage return) where it is printed. JSON stays valid: serde_json
+/// escapes the ones below 0x20 itself, and \u007f is a JSON escape.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.contains(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if bad(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// "reproduce: <command>", wrapped only between arguments, each line but
+/// the last ending in " \\": copied as it is, it is the command.
+fn reproduce_lines(out: &mut String, argv: &[String]) {
+    let mut line = String::from("reproduce:");
+    for word in argv {
+        if line.len() + 1 + word.len() + 2 > WIDTH && line.contains(' ') {
+            let _ = writeln!(out, "{line} \\");
+            line = String::from("   ");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    let _ = writeln!(out, "{line}");
 }
 
 /// The longest line read from a histogram log: an interval is a few KiB.
@@ -475,7 +536,7 @@ pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> Str
         if md {
             let _ = writeln!(s, "\nreproduce:\n\n```\n{}\n```\n", r.command());
         } else {
-            wrap_into(&mut s, &format!("reproduce: {}", r.command()), "");
+            reproduce_lines(&mut s, &r.command_words());
         }
         if let Some(cause) = &r.run.setup_failure {
             wrap_into(&mut s, &format!("the run could not start: {cause}"), "");
@@ -727,5 +788,41 @@ mod tests {
         assert_eq!(shell_quote("--period"), "--period");
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("\u{1b}[31m'\\"), "$'\\x1b[31m\\'\\\\'");
+        assert_eq!(shell_quote("a\u{9b}b"), "$'a\\u009bb'");
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("a\tb\nc"), "a\tb\nc");
+        assert_eq!(
+            escape_controls("\u{1b}]0;x\u{7}\r\u{7f}\u{9b}"),
+            "\\u001b]0;x\\u0007\\u000d\\u007f\\u009b"
+        );
+    }
+
+    #[test]
+    fn reproduce_wraps_between_words_only() {
+        let long = format!("results/{}", "x".repeat(80));
+        let argv: Vec<String> = [
+            "pmustress",
+            "run",
+            "--event",
+            "task-clock",
+            "--duration",
+            "10s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([String::from("--out"), long.clone(), String::from("--raw")])
+        .collect();
+        let mut text = String::new();
+        reproduce_lines(&mut text, &argv);
+        assert_eq!(
+            text,
+            format!(
+                "reproduce: pmustress run --event task-clock --duration 10s --out \\\n    {long} \\\n    --raw\n"
+            )
+        );
     }
 }

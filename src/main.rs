@@ -25,12 +25,18 @@ use pmustress::judge::{Anomaly, ClosedWindow, Observation};
 use pmustress::results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
 use pmustress::{event, kernel, report, run};
 
-/// Prints to stdout, ignoring a closed pipe (`pmustress run | head`): a
+/// Prints to stdout (control characters escaped), ignoring a closed pipe
+/// (`pmustress run | head`): a
 /// reader that went away must not cost us the results file.
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        let line = format!($($arg)*);
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "{}",
+            pmustress::evidence::escape_controls(&line)
+        );
     }};
 }
 
@@ -46,7 +52,7 @@ macro_rules! put {
 /// full disk, /dev/full) is one line and 125, never a lost output with 0.
 /// A reader that went away (`| head`) took what it wanted: not an error.
 fn emit(text: &str, status: i32) -> i32 {
-    emit_bytes(text.as_bytes(), status)
+    emit_bytes(evidence::escape_controls(text).as_bytes(), status)
 }
 
 fn emit_bytes(bytes: &[u8], status: i32) -> i32 {

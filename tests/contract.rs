@@ -573,6 +573,87 @@ fn compare_answers_huge_counts_and_never_wraps_a_sum() {
     assert!(line.contains("add up to more than 2^64 - 1"), "{line}");
 }
 
+/// Terminal control bytes from run.json (argv, warnings, the machine's
+/// strings) or a --root tree are printed escaped, never raw; and the
+/// `reproduce:` lines, wrapped only between arguments, are the exact
+/// command when pasted into a shell (they were cut mid-word).
+#[test]
+fn control_bytes_are_escaped_and_reproduce_pastes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(format!("{CLEAN}/run.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let argv = [
+        "/usr/bin/pmustress",
+        "run",
+        "--event",
+        "task-clock",
+        "--out",
+        "results/a-directory-name-long-enough-to-wrap-the-line-at-72-columns",
+        "--migrate-interval",
+        "1ms",
+        "--out",
+        "x\u{1b}[2J\u{1b}]0;pwned\u{7}'y z\\",
+        "--duration",
+        "1s",
+    ];
+    v["argv"] = serde_json::json!(argv);
+    v["warnings"] = serde_json::json!(["over\rwritten \u{9b}31m\u{7f}"]);
+    v["fingerprint"]["kernel"]["release"]["value"] = "6.1\u{1b}[31m".into();
+    let run_dir = dir.path().join("r");
+    std::fs::create_dir(&run_dir).unwrap();
+    std::fs::write(run_dir.join("run.json"), v.to_string()).unwrap();
+
+    let out = run(&["report", run_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let report = String::from_utf8(out.stdout).unwrap();
+    let raw = |s: &str| s.chars().any(|c| c.is_control() && c != '\n');
+    assert!(!raw(&report), "{report:?}");
+    assert!(
+        report.contains("over\\u000dwritten \\u009b31m\\u007f"),
+        "{report}"
+    );
+    assert!(report.contains("Linux 6.1\\u001b[31m"), "{report}");
+
+    // The reproduce lines, with pmustress swapped for printf, print the
+    // arguments back one per line, exactly.
+    let lines: Vec<&str> = report
+        .lines()
+        .skip_while(|l| !l.starts_with("reproduce: "))
+        .collect();
+    let end = lines.iter().position(|l| !l.ends_with('\\')).unwrap();
+    assert!(end > 0, "expected the command to wrap: {report}");
+    let pasted = lines[..=end]
+        .join("\n")
+        .replacen("reproduce: pmustress", "printf '%s\\n'", 1);
+    let echoed = Command::new("bash")
+        .arg("-c")
+        .arg(&pasted)
+        .output()
+        .unwrap();
+    assert!(echoed.status.success(), "{pasted}");
+    let words: Vec<String> = String::from_utf8(echoed.stdout)
+        .unwrap()
+        .split_terminator('\n')
+        .map(str::to_string)
+        .collect();
+    assert_eq!(words, argv[1..], "{pasted}");
+
+    // env prints what a --root tree holds, escaped.
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("proc/sys/kernel")).unwrap();
+    std::fs::write(
+        root.join("proc/sys/kernel/osrelease"),
+        "6.1\u{1b}]0;t\u{7}\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("proc/cmdline"), "quiet \u{1b}[2J\n").unwrap();
+    let out = run(&["env", "--root", root.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let env = String::from_utf8(out.stdout).unwrap();
+    assert!(!raw(&env), "{env:?}");
+    assert!(env.contains("6.1\\u001b]0;t\\u0007"), "{env}");
+}
+
 /// What is read is bounded: a 200 MB run.json is refused by its size
 /// without reading it (it took 2 GB), and a FIFO is never waited on.
 #[test]
