@@ -100,8 +100,10 @@ pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         return Err(e).with_context(|| format!("writing {}", tmp.display()));
     }
-    std::fs::rename(&tmp, &path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    std::fs::rename(&tmp, &path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::Error::new(e).context(format!("renaming {} to {}", tmp.display(), path.display()))
+    })
 }
 
 /// What `run.json` says while the run is still going (or if it never ends,
@@ -711,6 +713,11 @@ impl ResultsDir {
         if !partial.is_empty() {
             results.mark_partial(partial);
         }
+        // What run.json says is what the run exits with: a file that could
+        // not be written makes "clean" inconclusive there too.
+        if let Err(e) = &tail {
+            results.mark_unsaved(unsaved(&self.dir, e));
+        }
         // The verdict matters more than the last second of histograms.
         self.write_final(&*results)?;
         tail
@@ -721,6 +728,11 @@ impl ResultsDir {
         let _ = std::fs::remove_file(self.dir.join(RESERVE_NAME));
         write_json_atomically(&self.dir, "run.json", results)
     }
+}
+
+/// Why results are incomplete on disk, in run.json and on the console alike.
+pub fn unsaved(dir: &Path, e: &anyhow::Error) -> String {
+    format!("could not save all results in {}: {e:#}", dir.display())
 }
 
 const ANOMALY_HEADER: [&str; 15] = [

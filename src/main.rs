@@ -531,19 +531,12 @@ fn run_command(args: &RunArgs) -> i32 {
         collect.not_recorded,
     );
     // Saved first, printed second: the verdict printed is the one on disk
-    // and the exit status (a file cut short makes "clean" inconclusive).
+    // and the exit status (a file cut short makes "clean" inconclusive, in
+    // run.json too). Should run.json itself fail, it stays "incomplete"
+    // and the status is not 0 either.
     let saved = collect.files.finish(kernel::monotonic_ns(), &mut results);
     if let Err(e) = &saved {
-        let why = format!("could not save all results in {}: {e:#}", cfg.out.display());
-        // Drops seen are real even if a file is short; anything else
-        // cannot be trusted as "good".
-        if results.verdict != pmustress::results::Verdict::Dropped
-            && results.verdict != pmustress::results::Verdict::Interrupted
-        {
-            results.verdict = pmustress::results::Verdict::Inconclusive;
-            results.exit_status = EXIT_CANNOT_TEST;
-        }
-        results.inconclusive_because.push(why);
+        results.mark_unsaved(pmustress::export::unsaved(&cfg.out, e));
     }
     say!("{}", report::summary(&results).trim_end());
     if let Err(e) = saved {

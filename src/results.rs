@@ -548,6 +548,19 @@ impl RunResults {
 
     /// Names files a failed write left short; a verdict that was clean
     /// can no longer be trusted as such (125).
+    /// Results that could not all be saved (`why`): drops seen are real
+    /// even if a file is short, and an interruption keeps its status;
+    /// anything else cannot be trusted as clean. Once per reason.
+    pub fn mark_unsaved(&mut self, why: String) {
+        if !matches!(self.verdict, Verdict::Dropped | Verdict::Interrupted) {
+            self.verdict = Verdict::Inconclusive;
+            self.exit_status = EXIT_CANNOT_TEST;
+        }
+        if !self.inconclusive_because.contains(&why) {
+            self.inconclusive_because.push(why);
+        }
+    }
+
     pub fn mark_partial(&mut self, files: Vec<String>) {
         if self.verdict == Verdict::Clean {
             self.verdict = Verdict::Inconclusive;

@@ -747,6 +747,50 @@ fn output_to_a_full_device_is_an_error_never_lost() {
     assert!(out.stderr.is_empty());
 }
 
+/// A file that cannot be saved at the end (here deltas.hgrm: a directory
+/// took its name while the run was stopped) makes the run 125 in run.json
+/// as in its exit status (run.json said "clean", exit 0, and the process
+/// exited 125).
+#[test]
+fn run_json_says_what_the_run_exits_with_when_a_file_cannot_be_saved() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    for attempt in 0..5 {
+        let out = dir.path().join(format!("r{attempt}"));
+        let mut child = pmustress_cmd()
+            .args(["run", "--event", "task-clock", "--duration", "2s", "--out"])
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until_started(&out);
+        // Stopped, the run cannot end while the directory is made.
+        kill(&child, libc::SIGSTOP);
+        let finished = read_json(&out)["verdict"] != "incomplete";
+        if !finished {
+            std::fs::create_dir_all(out.join("deltas.hgrm/in-the-way")).unwrap();
+        }
+        kill(&child, libc::SIGCONT);
+        let status = wait_at_most(&mut child, Duration::from_secs(60)).expect("did not end");
+        if finished {
+            continue; // it ended before it was stopped: try again
+        }
+        let r = read_json(&out);
+        assert_eq!(status.code(), Some(125), "{r:#}");
+        assert_eq!(r["exit_status"], 125, "{r:#}");
+        assert_eq!(r["verdict"], "inconclusive", "{r:#}");
+        let why = r["inconclusive_because"].to_string();
+        assert!(
+            why.contains("could not save all results") && why.contains("deltas.hgrm"),
+            "{why}"
+        );
+        assert!(!out.join(".deltas.hgrm.tmp").exists());
+        return;
+    }
+    panic!("every run ended before it could be stopped");
+}
+
 // ------------------------------------------------------------ full disks
 
 /// A tmpfs of `kib` KiB (read-only if asked), unmounted on drop.
