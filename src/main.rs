@@ -106,13 +106,13 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         // A run.json that is not a run is the argument's fault (2), as in
         // report; a stream that cannot be judged is 125.
         if let Err(e) = pmustress::runfile::read(&args.path) {
-            eprintln!("error: replay {}: {e:#}", args.path.display());
+            eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
             return EXIT_USAGE;
         }
         let r = match replay::replay_dir(&args.path) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: replay {}: {e:#}", args.path.display());
+                eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
                 return EXIT_CANNOT_TEST;
             }
         };
@@ -180,7 +180,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
     let stream = match replay::read_stream(&args.path) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: replay {}: {e:#}", args.path.display());
+            eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
             return EXIT_CANNOT_TEST;
         }
     };
@@ -223,15 +223,30 @@ fn env_command(args: &EnvArgs) -> i32 {
     emit(&out, 0)
 }
 
-fn load_groups(dirs: &[std::path::PathBuf]) -> anyhow::Result<Vec<Vec<LoadedRun>>> {
-    evidence::expand(dirs)?
-        .into_iter()
-        .map(|group| group.iter().map(|d| LoadedRun::load(d)).collect())
+/// Loads each argument's runs; an error names the argument (`names[i]`,
+/// e.g. "<DIR>", or the last name for all the rest) and the file.
+fn load_groups(dirs: &[std::path::PathBuf], names: &[&str]) -> anyhow::Result<Vec<Vec<LoadedRun>>> {
+    use anyhow::Context as _;
+    dirs.iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let name = names.get(i).or(names.last()).copied().unwrap_or("<DIR>");
+            evidence::expand(std::slice::from_ref(dir))
+                .and_then(|mut groups| {
+                    groups
+                        .pop()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|d| LoadedRun::load(d))
+                        .collect()
+                })
+                .with_context(|| name.to_string())
+        })
         .collect()
 }
 
 fn report_command(args: &ReportArgs) -> i32 {
-    let runs: Vec<LoadedRun> = match load_groups(&args.dirs) {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
         Ok(groups) => groups.into_iter().flatten().collect(),
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -272,7 +287,7 @@ fn report_command(args: &ReportArgs) -> i32 {
 }
 
 fn compare_command(args: &CompareArgs) -> i32 {
-    let groups = match load_groups(&[args.a.clone(), args.b.clone()]) {
+    let groups = match load_groups(&[args.a.clone(), args.b.clone()], &["<A>", "<B>"]) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -324,7 +339,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
 }
 
 fn plot_command(args: &PlotArgs) -> i32 {
-    let runs: Vec<LoadedRun> = match load_groups(&args.dirs) {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
         Ok(groups) => groups.into_iter().flatten().collect(),
         Err(e) => {
             eprintln!("error: {e:#}");

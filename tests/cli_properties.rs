@@ -36,6 +36,10 @@ const FLAGS: &[&str] = &[
     "--max-anomaly-lines",
     "--help-me",
     "-x",
+    "--format",
+    "--root",
+    "--json",
+    "--anomalies",
 ];
 
 const WORDS: &[&str] = &[
@@ -60,9 +64,21 @@ const WORDS: &[&str] = &[
     "1e-300",
     "nan",
     "inf",
-    "tests/fixtures/results/task-clock-injected",
-    "tests/fixtures/qemu/nopnmi-migrate",
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/results/task-clock-injected"
+    ),
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/qemu/nopnmi-migrate"
+    ),
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/bad-results/killed"
+    ),
     "/nonexistent",
+    "bash",
+    "json",
 ];
 
 /// Numbers around every limit: u64 and i64 edges, nanosecond overflow
@@ -112,6 +128,7 @@ fn argv() -> impl Strategy<Value = Vec<String>> {
         "compare",
         "plot",
         "env",
+        "replay",
         "completions",
         "man",
         "bogus",
@@ -183,6 +200,70 @@ proptest! {
             Err(ConfigError::CannotTest(m)) => {
                 prop_assert!(!m.contains('\n'), "{argv:?}: {m}");
             }
+        }
+    }
+}
+
+/// How this machine would take a `run` command line: a usage error (the
+/// flag), or something else (it would run, or say 125).
+fn run_usage_error(argv: &[String]) -> Option<String> {
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => return None,
+        Err(e) => return Some(usage_line(&e)),
+    };
+    let Command::Run(args) = cli.command else {
+        return None;
+    };
+    let allowed = pmustress::kernel::allowed_cpus().expect("sched_getaffinity");
+    let fingerprint = pmustress::fingerprint::Fingerprint::collect(std::path::Path::new("/"));
+    let platform = Platform::from_fingerprint(&fingerprint);
+    match RunConfig::from_args(&args, &allowed, &platform) {
+        Err(e @ ConfigError::Usage { .. }) => Some(e.to_string()),
+        _ => None,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The same through the binary, in an empty directory: a usage error
+    /// exits 2 with one line naming an argument and nothing on stdout,
+    /// before anything is opened (no results directory appears); any other
+    /// command line ends in a documented status (0, 2, 125) with a line of
+    /// its own, never a panic (101) or a signal. `run` lines that would
+    /// measure are left to the in-process test above.
+    #[test]
+    fn the_binary_runs_or_exits_2_with_one_line(argv in argv()) {
+        let is_run = argv.get(1).is_some_and(|c| c == "run");
+        let usage = run_usage_error(&argv);
+        if is_run && usage.is_none() {
+            return Ok(());
+        }
+        let cwd = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pmustress"))
+            .args(&argv[1..])
+            .current_dir(cwd.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let code = out.status.code();
+        prop_assert!(!stderr.contains("panicked"), "{argv:?}: {stderr}");
+        prop_assert!(matches!(code, Some(0 | 2 | 125)), "{argv:?}: {code:?} {stderr}");
+        if code == Some(2) {
+            let line = stderr.trim_end();
+            prop_assert!(!line.is_empty() && !line.contains('\n'), "{argv:?}: {stderr}");
+            prop_assert!(names_an_argument(line), "{argv:?}: {line}");
+            prop_assert!(out.stdout.is_empty(), "{argv:?}");
+        }
+        if code == Some(125) {
+            prop_assert!(stderr.trim_end().lines().count() >= 1, "{argv:?}: silent 125");
+        }
+        if is_run {
+            prop_assert_eq!(code, Some(2), "{:?}: {:?}", argv, usage);
+            let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+            prop_assert!(left.is_empty(), "{argv:?} left {left:?}");
         }
     }
 }
