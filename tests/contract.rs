@@ -122,13 +122,12 @@ fn sigint_stops_a_run_in_a_long_migrate_interval_at_once() {
     kill(&child, libc::SIGINT);
     let status =
         wait_at_most(&mut child, Duration::from_secs(60)).expect("one SIGINT did not stop the run");
-    let latency = t.elapsed();
-    eprintln!("stop latency after SIGINT: {latency:?}");
+    // Not asserted (no timed assertions): measured 6-32 ms here. The
+    // run would otherwise last ten minutes, past wait_at_most's minute.
+    eprintln!("stop latency after SIGINT: {:?}", t.elapsed());
     assert_eq!(status.code(), Some(130));
     let r = read_json(&out);
     assert_eq!(r["verdict"], "interrupted", "{r:#}");
-    // Generous: the run would otherwise last ten minutes (an hour's sleep).
-    assert!(latency < Duration::from_secs(2), "{latency:?}");
 }
 
 /// SIGHUP (SSH disconnect), SIGQUIT and SIGPIPE stop the run like SIGTERM:
