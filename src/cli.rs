@@ -184,7 +184,7 @@ pub struct RunArgs {
 
     /// Overflow period in events (ns for software clocks).
     /// [default: 100000 for hardware events, 1000000 for software clocks]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_period)]
     pub period: Option<u64>,
 
     /// Tolerance around each multiple of the period, for signal reads and
@@ -226,7 +226,7 @@ pub struct RunArgs {
     /// Bisect mode: run until zero dropped interrupts would prove the rate is
     /// below this many per overflow (e.g. 0.0001) at --confidence; stop as
     /// bad at the first dropped interrupt.
-    #[arg(long, value_name = "R", value_parser = parse_rate, conflicts_with = "baseline")]
+    #[arg(long, value_name = "R", allow_negative_numbers = true, value_parser = parse_rate, conflicts_with = "baseline")]
     pub bad_rate: Option<f64>,
 
     /// Bisect mode with the bad rate taken from a known bad run (the lower
@@ -235,7 +235,7 @@ pub struct RunArgs {
     pub baseline: Option<PathBuf>,
 
     /// Confidence for bisect mode.
-    #[arg(long, value_name = "C", default_value = "0.99", value_parser = parse_confidence)]
+    #[arg(long, value_name = "C", default_value = "0.99", allow_negative_numbers = true, value_parser = parse_confidence)]
     pub confidence: f64,
 
     /// Count kernel mode too (needs perf_event_paranoid <= 1 or CAP_PERFMON).
@@ -261,10 +261,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true, value_parser = parse_duration)]
     pub watchdog: Duration,
 
-    /// Results directory (created if missing).
-    /// [default: results/<UTC time>-<host>-<event>]
-    #[arg(long, value_name = "DIR")]
+    /// Results directory (created if missing; an existing one must be
+    /// empty unless --replace).
+    /// [default: results/<UTC time>-<host>-<event>, made unique]
+    #[arg(long, value_name = "DIR", value_parser = parse_out)]
     pub out: Option<PathBuf>,
+
+    /// Let --out name a directory that already holds a run: its result
+    /// files are removed first (other files are left alone).
+    #[arg(long, requires = "out")]
+    pub replace: bool,
 
     /// Also write every delta to deltas.csv.
     #[arg(long)]
@@ -279,9 +285,37 @@ fn parse_event(s: &str) -> Result<EventSpec, String> {
     s.parse()
 }
 
+/// The longest `--duration`, `--watchdog` or `--migrate-interval`: a year,
+/// far below what 64-bit nanoseconds hold (584 years), so no duration wraps.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The largest `--period` or `--skid`: perf_event_attr.sample_period with
+/// bit 63 set is rejected by the kernel (EINVAL), so it is refused here.
+pub const MAX_PERIOD: u64 = i64::MAX as u64;
+
 fn parse_count(s: &str) -> Result<u64, String> {
-    s.parse::<u64>()
-        .map_err(|_| format!("expected a whole number of events (e.g. 1000), got {s:?}"))
+    match s.parse::<u64>() {
+        Ok(n) if n <= MAX_PERIOD => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of events from 0 to {MAX_PERIOD} (e.g. 1000), got {s:?}"
+        )),
+    }
+}
+
+fn parse_period(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (1..=MAX_PERIOD).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a whole number from 1 to {MAX_PERIOD} (2^63 - 1, the kernel's limit; e.g. 100000), got {s:?}"
+        )),
+    }
+}
+
+fn parse_out(s: &str) -> Result<PathBuf, String> {
+    if s.is_empty() {
+        return Err("expected a directory path (e.g. results/my-run), got an empty string".into());
+    }
+    Ok(PathBuf::from(s))
 }
 
 fn parse_lines(s: &str) -> Result<u64, String> {
@@ -336,16 +370,26 @@ fn parse_inject(s: &str) -> Result<u64, String> {
     }
 }
 
+fn too_long(s: &str) -> String {
+    format!("expected a duration of at most 365d (8760h), got {s:?}")
+}
+
 fn parse_interval(s: &str) -> Result<Duration, String> {
     if s == "0" {
         return Ok(Duration::ZERO);
     }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("expected 0 or a duration like 500us, 1ms, 2s ({e}), got {s:?}"))
+    match humantime::parse_duration(s) {
+        Ok(d) if d > MAX_DURATION => Err(too_long(s)),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!(
+            "expected 0 or a duration like 500us, 1ms, 2s ({e}), got {s:?}"
+        )),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     match humantime::parse_duration(s) {
+        Ok(d) if d > MAX_DURATION => Err(too_long(s)),
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!(
             "expected a duration above zero like 500ms, 10s, 5m, 2h, got {s:?}"
@@ -367,7 +411,17 @@ pub fn usage_line(e: &clap::Error) -> String {
         .next()
         .unwrap_or("error: invalid command line")
         .to_string();
-    if let Some(ContextValue::Strings(values)) = e.get(ContextKind::ValidValue) {
+    // "the following required arguments were not provided:" lists them
+    // on later lines: name them on this one.
+    if let Some(ContextValue::Strings(args)) = e.get(ContextKind::InvalidArg)
+        && line.trim_end().ends_with(':')
+        && !args.is_empty()
+    {
+        line = format!("{} {}", line.trim_end(), args.join(", "));
+    }
+    if let Some(ContextValue::Strings(values)) = e.get(ContextKind::ValidValue)
+        && !values.is_empty()
+    {
         line.push_str(&format!(" (expected one of: {})", values.join(", ")));
     }
     line.push_str(" (see pmustress --help)");

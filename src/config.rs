@@ -36,6 +36,19 @@ fn usage(flag: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// A duration flag in nanoseconds, checked rather than wrapped: clap's
+/// parser caps every duration at `cli::MAX_DURATION`, and this holds the
+/// same line for a `RunArgs` built any other way.
+fn nanos(flag: &'static str, d: Duration) -> Result<u64, ConfigError> {
+    match u64::try_from(d.as_nanos()) {
+        Ok(ns) if d <= crate::cli::MAX_DURATION => Ok(ns),
+        _ => Err(usage(
+            flag,
+            format!("expected a duration of at most 365d (8760h), got {d:?}"),
+        )),
+    }
+}
+
 /// Bisect mode: how many overflows without a drop make a "good".
 #[derive(Debug, Clone, Serialize)]
 pub struct Bisect {
@@ -60,6 +73,26 @@ impl Bisect {
                         format!("{e:#}; expected a results directory with run.json"),
                     )
                 })?;
+                // A self-test's drops are ours, and a run that never
+                // finished has no counts: neither is a bad kernel's rate.
+                if run.run.is_self_test() {
+                    return Err(usage(
+                        "--baseline",
+                        format!(
+                            "{} is a self-test (--inject-drop-every): its drops were injected, not lost by the kernel; expected a run without injection",
+                            dir.display()
+                        ),
+                    ));
+                }
+                if !run.run.finished() {
+                    return Err(usage(
+                        "--baseline",
+                        format!(
+                            "{} did not finish (verdict incomplete: killed, or it could not start), so it has no counts; expected a finished run",
+                            dir.display()
+                        ),
+                    ));
+                }
                 let rate = crate::stats::Rate::new(
                     run.dropped(),
                     run.overflows(),
@@ -91,7 +124,7 @@ impl Bisect {
             usage(
                 "--bad-rate",
                 format!(
-                    "cannot plan for rate {bad_rate} at confidence {}",
+                    "a rate of {bad_rate} at confidence {} needs more overflows than any run can count (2^64); expected a larger rate, e.g. 0.0001",
                     args.confidence
                 ),
             )
@@ -133,9 +166,15 @@ pub struct RunConfig {
     pub mode: Mode,
     pub inject_drop_every: Option<u64>,
     pub watchdog_ns: u64,
-    /// Results directory (`--out`, or the default under results/).
+    /// Results directory (`--out`, or the default under results/, with a
+    /// suffix if another run took that name first).
     pub out: PathBuf,
+    /// Whether `out` came from `--out` (else it is a default name).
+    #[serde(skip)]
+    pub out_given: bool,
     pub raw: bool,
+    /// `--replace`: an `--out` that holds a run may be overwritten.
+    pub replace: bool,
     pub max_anomaly_lines: u64,
 }
 
@@ -209,6 +248,22 @@ impl RunConfig {
                 ),
             ));
         }
+        if let Some(skid) = args.skid.filter(|&s| s >= period) {
+            return Err(usage(
+                "--skid",
+                format!(
+                    "skid {skid} (--skid) must be below the period {period}; give a smaller --skid or a larger --period"
+                ),
+            ));
+        }
+        let migrate_interval_ns = nanos("--migrate-interval", args.migrate_interval)?;
+        let watchdog_ns = nanos("--watchdog", args.watchdog)?;
+        if let Some(d) = args.duration {
+            nanos("--duration", d)?;
+        }
+        let bisect = Bisect::plan(args)?;
+        // Only now what this machine can do (125): every usage error (2)
+        // is found first, before any event is looked up or opened.
         let event =
             event::resolve(spec, platform, &cpus).map_err(|e| ConfigError::CannotTest(e.0))?;
         let (skid, skid_source) = match (args.skid, event.default_skid) {
@@ -235,7 +290,6 @@ impl RunConfig {
                 ),
             ));
         }
-        let bisect = Bisect::plan(args)?;
         let duration = match (args.duration, args.interrupts, &bisect) {
             // Bisect mode runs until its overflow budget unless told otherwise.
             (None, None, None) => Some(Duration::from_secs(10)),
@@ -254,9 +308,9 @@ impl RunConfig {
             workers: args.workers.unwrap_or(cpus.len()),
             cpus,
             migrate: args.migrate,
-            migrate_interval_ns: args.migrate_interval.as_nanos() as u64,
+            migrate_interval_ns,
             migrate_seed: crate::kernel::monotonic_ns(),
-            duration_ns: duration.map(|d| d.as_nanos() as u64),
+            duration_ns: duration.map(|d| nanos("--duration", d)).transpose()?,
             interrupts_per_worker: args.interrupts,
             stop_after_anomalies: args.stop_after_anomalies,
             bisect,
@@ -264,7 +318,7 @@ impl RunConfig {
             switch_witness: args.switch_witness,
             mode: args.mode,
             inject_drop_every: args.inject_drop_every,
-            watchdog_ns: args.watchdog.as_nanos() as u64,
+            watchdog_ns,
             out: args.out.clone().unwrap_or_else(|| {
                 let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
                 PathBuf::from("results").join(crate::export::default_dir_name(
@@ -273,7 +327,9 @@ impl RunConfig {
                     &spec.to_string(),
                 ))
             }),
+            out_given: args.out.is_some(),
             raw: args.raw,
+            replace: args.replace,
             max_anomaly_lines: args.max_anomaly_lines,
         })
     }
@@ -358,6 +414,23 @@ mod tests {
             "--period"
         );
         assert!(check(&["--event", "task-clock", "--cpus", "1", "--migrate", "none"]).is_ok());
+    }
+
+    /// Usage errors come before what this machine can do: a bad
+    /// --baseline on a machine without a PMU is 2, not 125 (the default
+    /// event, branches, needs a PMU).
+    #[test]
+    fn usage_errors_come_before_the_event_is_looked_up() {
+        assert_eq!(usage_flag(&["--baseline", "/nonexistent"]), "--baseline");
+        assert_eq!(
+            usage_flag(&["--period", "1000", "--skid", "1000"]),
+            "--skid"
+        );
+        assert_eq!(usage_flag(&["--bad-rate", "1e-300"]), "--bad-rate");
+        assert!(matches!(
+            check(&["--bad-rate", "0.01"]),
+            Err(ConfigError::CannotTest(_))
+        ));
     }
 
     #[test]

@@ -9,7 +9,9 @@ the machine, the pseudo-NMI verdict with its evidence, rates with exact
 confidence intervals, a histogram of delta/period and the first anomalies.
 */
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -19,30 +21,36 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde::Serialize;
 use serde_json::Value;
-use statrs::distribution::{Binomial, Discrete};
 
+use crate::runfile::RunFile;
 use crate::stats::Rate;
 
 pub const WIDTH: usize = 72;
 
+/// At most this many anomalies.csv rows are kept in memory (all are
+/// counted): report shows the first few, plot draws these.
+pub const MAX_ANOMALY_ROWS: usize = 100_000;
+
 /// One results directory, loaded.
 pub struct LoadedRun {
     pub dir: PathBuf,
-    pub json: Value,
+    /// run.json, typed and checked.
+    pub run: RunFile,
     /// All deltas of all workers, from the histogram logs.
     pub deltas: Histogram<u64>,
-    /// anomalies.csv rows as (header, values).
+    /// anomalies.csv rows as (header, values): the first `MAX_ANOMALY_ROWS`,
+    /// and none when the file contradicts run.json.
     pub anomaly_header: Vec<String>,
     pub anomaly_rows: Vec<Vec<String>>,
+    /// Rows in anomalies.csv.
+    pub anomaly_count: u64,
+    /// Why anomalies.csv's rows are not shown, if they are not.
+    pub anomalies_note: Option<String>,
 }
 
 impl LoadedRun {
     pub fn load(dir: &Path) -> Result<LoadedRun> {
-        let path = dir.join("run.json");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let json: Value =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let run = crate::runfile::read(dir)?;
         let mut deltas = Histogram::<u64>::new(3).context("creating a histogram")?;
         let mut hlogs: Vec<PathBuf> = std::fs::read_dir(dir)
             .with_context(|| format!("listing {}", dir.display()))?
@@ -54,111 +62,255 @@ impl LoadedRun {
         for log in &hlogs {
             merge_log(log, &mut deltas)?;
         }
-        let (anomaly_header, anomaly_rows) = read_anomalies(&dir.join("anomalies.csv"));
-        Ok(LoadedRun {
+        let anomalies = read_anomalies(&dir.join("anomalies.csv"))?;
+        let mut loaded = LoadedRun {
             dir: dir.to_path_buf(),
-            json,
+            run,
             deltas,
-            anomaly_header,
-            anomaly_rows,
-        })
+            anomaly_header: anomalies.header,
+            anomaly_rows: anomalies.rows,
+            anomaly_count: anomalies.count,
+            anomalies_note: None,
+        };
+        // run.json is the record: rows it does not count are not shown as
+        // this run's (a file cut short by a full disk may hold fewer).
+        if let Some(t) = &loaded.run.totals {
+            let partial = loaded
+                .run
+                .partial_files
+                .iter()
+                .any(|f| f == "anomalies.csv");
+            let fits = anomalies.by_kind.iter().all(|(k, n)| {
+                let counted = t.anomalies.get(k).copied().unwrap_or(0);
+                if partial {
+                    *n <= counted
+                } else {
+                    *n == counted
+                }
+            }) && (partial
+                || t.anomalies
+                    .iter()
+                    .all(|(k, n)| anomalies.by_kind.get(k) == Some(n)));
+            if !fits {
+                loaded.anomalies_note = Some(format!(
+                    "anomalies.csv does not match run.json ({} rows; run.json counts {}): its rows are not shown",
+                    loaded.anomaly_count,
+                    t.anomalies.values().sum::<u64>()
+                ));
+                loaded.anomaly_rows.clear();
+            }
+        }
+        Ok(loaded)
     }
 
-    fn str_at(&self, pointer: &str) -> Option<&str> {
-        self.json.pointer(pointer).and_then(Value::as_str)
-    }
-
-    fn u64_at(&self, pointer: &str) -> u64 {
-        self.json
-            .pointer(pointer)
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    }
-
+    /// Overflows accounted for; 0 for a run that did not finish (which
+    /// `compare` refuses and `report` shows without rates).
     pub fn overflows(&self) -> u64 {
-        self.u64_at("/totals/accounted_overflows")
+        self.run
+            .totals
+            .as_ref()
+            .map_or(0, |t| t.accounted_overflows)
     }
 
     pub fn dropped(&self) -> u64 {
-        self.u64_at("/totals/dropped_interrupts")
+        self.run.totals.as_ref().map_or(0, |t| t.dropped_interrupts)
     }
 
-    pub fn verdict(&self) -> &str {
-        self.str_at("/verdict").unwrap_or("unknown")
+    pub fn verdict(&self) -> &'static str {
+        crate::runfile::verdict_name(self.run.verdict)
+    }
+
+    /// "exit 1", or "no exit status" for a run that did not finish.
+    pub fn exit_text(&self) -> String {
+        match self.run.exit_status {
+            Some(s) if self.run.finished() => format!("exit {s}"),
+            Some(s) => format!("did not start, exit {s}"),
+            None => "did not finish, no exit status".to_string(),
+        }
     }
 
     pub fn period(&self) -> u64 {
-        self.u64_at("/config/period")
+        self.run.config.period
+    }
+
+    /// A string from the free-form fingerprint.
+    fn fingerprint_str(&self, pointer: &str) -> Option<&str> {
+        self.run
+            .fingerprint
+            .pointer(pointer)
+            .and_then(Value::as_str)
     }
 
     /// The exact command, shell-quoted where needed.
     pub fn command(&self) -> String {
-        let argv: Vec<String> = self
-            .json
-            .pointer("/argv")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(shell_quote)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut argv = argv;
+        self.command_words().join(" ")
+    }
+
+    /// The command's words, each shell-quoted.
+    fn command_words(&self) -> Vec<String> {
+        let mut argv: Vec<String> = self.run.argv.iter().map(|a| shell_quote(a)).collect();
         if let Some(first) = argv.first_mut() {
             // The path the binary had on that machine says nothing here.
             *first = "pmustress".to_string();
         }
-        argv.join(" ")
+        argv
     }
 }
 
+/// One argument as a shell word: bare when safe, else in single quotes,
+/// or in bash's $'...' with escapes when it holds control characters (so
+/// the command is copied exactly and no terminal sequence is printed).
 fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
     {
         s.to_string()
+    } else if s.chars().any(char::is_control) {
+        let mut q = String::from("$'");
+        for c in s.chars() {
+            match c {
+                '\\' => q.push_str("\\\\"),
+                '\'' => q.push_str("\\'"),
+                c if c.is_control() && (c as u32) < 0x80 => {
+                    let _ = write!(q, "\\x{:02x}", c as u32);
+                }
+                c if c.is_control() => {
+                    let _ = write!(q, "\\u{:04x}", c as u32);
+                }
+                c => q.push(c),
+            }
+        }
+        q.push('\'');
+        q
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
-/// Adds every interval of one HdrHistogram log to `into`.
-pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut de = Deserializer::new();
-    for entry in IntervalLogIterator::new(&bytes) {
-        let entry = entry
-            .map_err(|e| anyhow::anyhow!("{}: bad histogram log line: {e:?}", path.display()))?;
-        if let LogEntry::Interval(ilh) = entry {
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(ilh.encoded_histogram())
-                .with_context(|| format!("{}: bad base64 in an interval", path.display()))?;
-            let h: Histogram<u64> = de
-                .deserialize(&mut &raw[..])
-                .map_err(|e| anyhow::anyhow!("{}: bad histogram: {e:?}", path.display()))?;
-            into.add(&h)
-                .map_err(|e| anyhow::anyhow!("{}: cannot merge: {e:?}", path.display()))?;
+/// `text` with every control character but newline and tab written as
+/// \u00XX, so nothing read from a run.json, anomalies.csv or a --root
+/// tree can move the cursor, retitle the terminal or overwrite a line
+/// (a carriage return) where it is printed. JSON stays valid: serde_json
+/// escapes the ones below 0x20 itself, and \u007f is a JSON escape.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.contains(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if bad(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
         }
     }
-    Ok(())
+    std::borrow::Cow::Owned(out)
 }
 
-fn read_anomalies(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
-    let Ok(mut r) = csv::Reader::from_path(path) else {
-        return (Vec::new(), Vec::new());
+/// "reproduce: <command>", wrapped only between arguments, each line but
+/// the last ending in " \\": copied as it is, it is the command.
+fn reproduce_lines(out: &mut String, argv: &[String]) {
+    let mut line = String::from("reproduce:");
+    for word in argv {
+        if line.len() + 1 + word.len() + 2 > WIDTH && line.contains(' ') {
+            let _ = writeln!(out, "{line} \\");
+            line = String::from("   ");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    let _ = writeln!(out, "{line}");
+}
+
+/// The longest line read from a histogram log: an interval is a few KiB.
+const MAX_HLOG_LINE: u64 = 4 << 20;
+
+/// Adds every interval of one HdrHistogram log to `into`, a line at a time
+/// (a long run's log is never held whole).
+pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
+    use std::io::BufRead as _;
+    let (file, _) = crate::runfile::open_regular(path)?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    let mut de = Deserializer::new();
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_HLOG_LINE)
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if n as u64 == MAX_HLOG_LINE && line.last() != Some(&b'\n') {
+            bail!(
+                "{}: a line longer than {MAX_HLOG_LINE} bytes is not a histogram log",
+                path.display()
+            );
+        }
+        for entry in IntervalLogIterator::new(&line) {
+            let entry = entry.map_err(|e| {
+                anyhow::anyhow!("{}: bad histogram log line: {e:?}", path.display())
+            })?;
+            if let LogEntry::Interval(ilh) = entry {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(ilh.encoded_histogram())
+                    .with_context(|| format!("{}: bad base64 in an interval", path.display()))?;
+                let h: Histogram<u64> = de
+                    .deserialize(&mut &raw[..])
+                    .map_err(|e| anyhow::anyhow!("{}: bad histogram: {e:?}", path.display()))?;
+                into.add(&h)
+                    .map_err(|e| anyhow::anyhow!("{}: cannot merge: {e:?}", path.display()))?;
+            }
+        }
+    }
+}
+
+struct Anomalies {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    count: u64,
+    by_kind: BTreeMap<String, u64>,
+}
+
+/// anomalies.csv, streamed: every row counted by kind, the first
+/// `MAX_ANOMALY_ROWS` kept. A missing file is no rows; a FIFO or a bad
+/// row is an error.
+fn read_anomalies(path: &Path) -> Result<Anomalies> {
+    let mut out = Anomalies {
+        header: Vec::new(),
+        rows: Vec::new(),
+        count: 0,
+        by_kind: BTreeMap::new(),
     };
-    let header = r
+    if !path.exists() {
+        return Ok(out);
+    }
+    let (file, _) = crate::runfile::open_regular(path)?;
+    let mut r = csv::Reader::from_reader(std::io::BufReader::new(file));
+    out.header = r
         .headers()
-        .map(|h| h.iter().map(str::to_string).collect())
-        .unwrap_or_default();
-    let rows = r
-        .records()
-        .flatten()
-        .map(|rec| rec.iter().map(str::to_string).collect())
+        .with_context(|| format!("reading {}", path.display()))?
+        .iter()
+        .map(str::to_string)
         .collect();
-    (header, rows)
+    let kind = out.header.iter().position(|h| h == "kind");
+    let mut record = csv::StringRecord::new();
+    while r
+        .read_record(&mut record)
+        .with_context(|| format!("reading {}", path.display()))?
+    {
+        out.count += 1;
+        if let Some(k) = kind.and_then(|i| record.get(i)) {
+            *out.by_kind.entry(k.to_string()).or_insert(0) += 1;
+        }
+        if out.rows.len() < MAX_ANOMALY_ROWS {
+            out.rows.push(record.iter().map(str::to_string).collect());
+        }
+    }
+    Ok(out)
 }
 
 /// Expands each argument: a directory with run.json is one run; a directory
@@ -210,7 +362,7 @@ fn wrap_into(out: &mut String, text: &str, indent: &str) {
 }
 
 fn machine_line(r: &LoadedRun) -> String {
-    let fp = |p: &str| r.str_at(&format!("/fingerprint{p}"));
+    let fp = |p: &str| r.fingerprint_str(p);
     let mut parts = Vec::new();
     if let Some(v) = fp("/machine/dmi/sys_vendor/value") {
         parts.push(v.to_string());
@@ -222,8 +374,9 @@ fn machine_line(r: &LoadedRun) -> String {
         parts.push(v.to_string());
     }
     let clusters = r
-        .json
-        .pointer("/fingerprint/cpus/clusters")
+        .run
+        .fingerprint
+        .pointer("/cpus/clusters")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -245,7 +398,7 @@ fn machine_line(r: &LoadedRun) -> String {
 
 fn kernel_line(r: &LoadedRun) -> String {
     let fp = |p: &str| {
-        r.str_at(&format!("/fingerprint/kernel{p}/value"))
+        r.fingerprint_str(&format!("/kernel{p}/value"))
             .unwrap_or("?")
     };
     format!(
@@ -337,48 +490,39 @@ pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> Str
     let mut s = String::new();
     for r in runs {
         let title = format!(
-            "{} (verdict: {}, exit {})",
+            "{} (verdict: {}, {})",
             r.dir.display(),
             r.verdict(),
-            r.u64_at("/exit_status")
+            r.exit_text()
         );
         if md {
             let _ = writeln!(s, "### {title}\n");
         } else {
             wrap_into(&mut s, &format!("== {title}"), "");
         }
-        if r.json.get("injected").and_then(Value::as_bool) == Some(true) {
+        if r.run.is_self_test() {
             wrap_into(
                 &mut s,
                 "SELF-TEST: drops were injected on purpose (--inject-drop-every); this run proves the detector, not the machine.",
                 "",
             );
         }
-        if r.json
-            .pointer("/config/event/software")
-            .and_then(Value::as_bool)
-            == Some(true)
-        {
+        if r.run.config.event.software {
             wrap_into(&mut s, "software event: does not test the PMU.", "");
         }
         wrap_into(&mut s, &format!("machine: {}", machine_line(r)), "");
         wrap_into(&mut s, &format!("kernel: {}", kernel_line(r)), "");
-        let verdict = r.str_at("/pseudo_nmi/verdict").unwrap_or("unknown");
+        let pnmi = r.run.pseudo_nmi.as_ref();
+        let verdict = pnmi.map_or("unknown", |p| p.verdict.as_str());
         wrap_into(&mut s, &format!("pseudo-NMI: {verdict}"), "");
-        if let Some(ev) = r
-            .json
-            .pointer("/pseudo_nmi/evidence")
-            .and_then(Value::as_array)
-        {
-            for e in ev.iter().filter_map(Value::as_str).take(2) {
-                wrap_into(&mut s, &format!("evidence: {e}"), "  ");
-            }
+        for e in pnmi.iter().flat_map(|p| &p.evidence).take(2) {
+            wrap_into(&mut s, &format!("evidence: {e}"), "  ");
         }
-        let event = r.str_at("/config/event/description").unwrap_or("?");
-        let skid = r.u64_at("/config/skid");
+        let event = &r.run.config.event.description;
+        let skid = r.run.config.skid;
         // Older results have no interrupt skid: it was the skid then.
-        let interrupt_skid = match r.json.pointer("/config/interrupt_skid") {
-            Some(v) if v.as_u64() != Some(skid) => format!(", interrupt skid {v}"),
+        let interrupt_skid = match r.run.config.interrupt_skid {
+            Some(v) if v != skid => format!(", interrupt skid {v}"),
             _ => String::new(),
         };
         wrap_into(
@@ -392,22 +536,37 @@ pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> Str
         if md {
             let _ = writeln!(s, "\nreproduce:\n\n```\n{}\n```\n", r.command());
         } else {
-            wrap_into(&mut s, &format!("reproduce: {}", r.command()), "");
+            reproduce_lines(&mut s, &r.command_words());
         }
-        let secs = r.u64_at("/elapsed_ns") as f64 / 1e9;
-        let (pm, ci) = rate_cells(r.overflows(), r.dropped());
+        if let Some(cause) = &r.run.setup_failure {
+            wrap_into(&mut s, &format!("the run could not start: {cause}"), "");
+        } else if !r.run.finished() {
+            wrap_into(
+                &mut s,
+                "the run did not finish (killed, or still running): no totals and no verdict; anomalies.csv and the histogram logs hold what it saw",
+                "",
+            );
+        }
+        let secs = r.run.elapsed_ns.unwrap_or(0) as f64 / 1e9;
+        let (pm, ci) = if r.run.finished() {
+            rate_cells(r.overflows(), r.dropped())
+        } else {
+            ("-".into(), "-".into())
+        };
+        let (overflows, dropped) = match &r.run.totals {
+            Some(t) => (
+                t.accounted_overflows.to_string(),
+                t.dropped_interrupts.to_string(),
+            ),
+            None => ("-".into(), "-".into()),
+        };
         if md {
             let _ = writeln!(
                 s,
                 "| overflows | dropped | per million | 95% CI | seconds |"
             );
             let _ = writeln!(s, "|---:|---:|---:|---:|---:|");
-            let _ = writeln!(
-                s,
-                "| {} | {} | {pm} | {ci} | {secs:.1} |\n",
-                r.overflows(),
-                r.dropped()
-            );
+            let _ = writeln!(s, "| {overflows} | {dropped} | {pm} | {ci} | {secs:.1} |\n",);
         } else {
             let _ = writeln!(
                 s,
@@ -416,31 +575,25 @@ pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> Str
             );
             let _ = writeln!(
                 s,
-                "{:>12} {:>9} {pm:>12} {ci:>22} {secs:>7.1}",
-                r.overflows(),
-                r.dropped()
+                "{overflows:>12} {dropped:>9} {pm:>12} {ci:>22} {secs:>7.1}",
             );
         }
-        if let Some(kinds) = r
-            .json
-            .pointer("/totals/anomalies")
-            .and_then(Value::as_object)
-            && !kinds.is_empty()
-        {
-            let list: Vec<String> = kinds.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        if let Some(t) = r.run.totals.as_ref().filter(|t| !t.anomalies.is_empty()) {
+            let list: Vec<String> = t
+                .anomalies
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
             wrap_into(&mut s, &format!("anomaly windows: {}", list.join(", ")), "");
         }
-        for key in ["/warnings", "/inconclusive_because"] {
-            for w in r
-                .json
-                .pointer(key)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
-                wrap_into(&mut s, &format!("note: {w}"), "");
-            }
+        for w in r
+            .run
+            .warnings
+            .iter()
+            .chain(&r.run.inconclusive_because)
+            .chain(&r.anomalies_note)
+        {
+            wrap_into(&mut s, &format!("note: {w}"), "");
         }
         histogram_block(&mut s, r, md);
         if !r.anomaly_rows.is_empty() && first_anomalies > 0 {
@@ -448,7 +601,7 @@ pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> Str
                 s,
                 "first {} of {} anomalies:",
                 first_anomalies.min(r.anomaly_rows.len()),
-                r.anomaly_rows.len()
+                r.anomaly_count
             );
             let col = |row: &Vec<String>, name: &str| {
                 r.anomaly_header
@@ -492,58 +645,40 @@ pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> Str
 pub struct RunSummary {
     pub dir: String,
     pub verdict: String,
-    pub exit_status: u64,
+    /// None for a run that did not finish.
+    pub exit_status: Option<i32>,
     pub injected: bool,
-    pub pseudo_nmi: Value,
+    pub pseudo_nmi: Option<crate::runfile::PseudoNmi>,
     pub command: String,
-    pub overflows: u64,
-    pub dropped: u64,
-    pub rate: Rate,
+    /// None (with the rate) for a run that did not finish.
+    pub overflows: Option<u64>,
+    pub dropped: Option<u64>,
+    pub rate: Option<Rate>,
+    pub setup_failure: Option<String>,
 }
 
 pub fn summary(r: &LoadedRun) -> RunSummary {
     RunSummary {
         dir: r.dir.display().to_string(),
         verdict: r.verdict().to_string(),
-        exit_status: r.u64_at("/exit_status"),
-        injected: r
-            .json
-            .get("injected")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        pseudo_nmi: r.json.get("pseudo_nmi").cloned().unwrap_or(Value::Null),
+        exit_status: r.run.exit_status,
+        injected: r.run.is_self_test(),
+        pseudo_nmi: r.run.pseudo_nmi.clone(),
         command: r.command(),
-        overflows: r.overflows(),
-        dropped: r.dropped(),
-        rate: Rate::new(r.dropped(), r.overflows(), crate::results::CONFIDENCE),
+        overflows: r.run.totals.as_ref().map(|t| t.accounted_overflows),
+        dropped: r.run.totals.as_ref().map(|t| t.dropped_interrupts),
+        rate: r.run.totals.as_ref().map(|t| {
+            Rate::new(
+                t.dropped_interrupts,
+                t.accounted_overflows,
+                crate::results::CONFIDENCE,
+            )
+        }),
+        setup_failure: r.run.setup_failure.clone(),
     }
 }
 
-/// Two-sided exact conditional test that two binomial rates are equal:
-/// given x = xa + xb drops, xa ~ Binomial(x, na / (na + nb)) under the null
-/// (Przyborowski & Wilenski 1940); the p-value sums the probabilities of
-/// outcomes no more likely than the one seen (as R's binom.test does).
-pub fn rates_differ_p(xa: u64, na: u64, xb: u64, nb: u64) -> Option<f64> {
-    if na == 0 || nb == 0 {
-        return None;
-    }
-    let x = xa + xb;
-    if x == 0 {
-        return Some(1.0);
-    }
-    let p = na as f64 / (na + nb) as f64;
-    let dist = Binomial::new(p, x).ok()?;
-    let observed = dist.pmf(xa);
-    // Relative tolerance as in R, so ties are not lost to rounding.
-    let limit = observed * (1.0 + 1e-7);
-    Some(
-        (0..=x)
-            .map(|k| dist.pmf(k))
-            .filter(|&q| q <= limit)
-            .sum::<f64>()
-            .min(1.0),
-    )
-}
+pub use crate::stats::rates_differ_p;
 
 /// A group of runs summed: overflows and drops add.
 pub struct Group {
@@ -555,16 +690,21 @@ pub struct Group {
 }
 
 impl Group {
-    pub fn of(label: String, runs: &[LoadedRun]) -> Group {
-        Group {
-            label,
+    /// Sums the runs; counts that add up past 2^64 are an error, never a
+    /// wrapped number.
+    pub fn of(label: String, runs: &[LoadedRun]) -> Result<Group> {
+        let sum = |what: &str, count: fn(&LoadedRun) -> u64| {
+            runs.iter()
+                .try_fold(0u64, |sum, r| sum.checked_add(count(r)))
+                .with_context(|| format!("{label}: the runs' {what} add up to more than 2^64 - 1"))
+        };
+        Ok(Group {
             runs: runs.len(),
-            overflows: runs.iter().map(LoadedRun::overflows).sum(),
-            dropped: runs.iter().map(LoadedRun::dropped).sum(),
-            injected: runs
-                .iter()
-                .any(|r| r.json.get("injected").and_then(Value::as_bool) == Some(true)),
-        }
+            overflows: sum("overflows", LoadedRun::overflows)?,
+            dropped: sum("dropped interrupts", LoadedRun::dropped)?,
+            injected: runs.iter().any(|r| r.run.is_self_test()),
+            label,
+        })
     }
 }
 
@@ -623,19 +763,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exact_test_matches_known_values() {
-        // Equal exposure, 10 vs 0: p = 2 * 0.5^10 = 0.001953125.
-        let p = rates_differ_p(10, 1000, 0, 1000).unwrap();
-        assert!((p - 0.001953125).abs() < 1e-12, "{p}");
-        // 5 vs 5 on equal exposure: no evidence at all.
-        assert!((rates_differ_p(5, 1000, 5, 1000).unwrap() - 1.0).abs() < 1e-12);
-        assert_eq!(rates_differ_p(0, 10, 0, 10), Some(1.0));
-        assert_eq!(rates_differ_p(1, 0, 0, 10), None);
-        // Unequal exposure, R: binom.test(3, 10, p = 1/3)$p.value = 1.
-        assert!((rates_differ_p(3, 100, 7, 200).unwrap() - 1.0).abs() < 1e-9);
-    }
-
-    #[test]
     fn buckets_put_missed_overflows_at_multiples() {
         let mut h = Histogram::<u64>::new(3).unwrap();
         for _ in 0..1000 {
@@ -661,5 +788,41 @@ mod tests {
         assert_eq!(shell_quote("--period"), "--period");
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("\u{1b}[31m'\\"), "$'\\x1b[31m\\'\\\\'");
+        assert_eq!(shell_quote("a\u{9b}b"), "$'a\\u009bb'");
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("a\tb\nc"), "a\tb\nc");
+        assert_eq!(
+            escape_controls("\u{1b}]0;x\u{7}\r\u{7f}\u{9b}"),
+            "\\u001b]0;x\\u0007\\u000d\\u007f\\u009b"
+        );
+    }
+
+    #[test]
+    fn reproduce_wraps_between_words_only() {
+        let long = format!("results/{}", "x".repeat(80));
+        let argv: Vec<String> = [
+            "pmustress",
+            "run",
+            "--event",
+            "task-clock",
+            "--duration",
+            "10s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([String::from("--out"), long.clone(), String::from("--raw")])
+        .collect();
+        let mut text = String::new();
+        reproduce_lines(&mut text, &argv);
+        assert_eq!(
+            text,
+            format!(
+                "reproduce: pmustress run --event task-clock --duration 10s --out \\\n    {long} \\\n    --raw\n"
+            )
+        );
     }
 }

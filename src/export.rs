@@ -14,12 +14,23 @@ The results directory, written as the run goes.
 - `deltas.csv` (`--raw`): every delta.
 
 Write errors do not panic: they are kept, the run stops early, and whatever
-could be saved stays (see `failure`).
+could be saved stays (see `failure`). Once a write fails no file of the
+run is written again (a retried buffer would duplicate rows): each is cut
+back to its last complete line (raw.csv.gz: its last whole gzip member) and
+named in run.json's `partial_files`.
+
+A results directory is written by one run only: a default name is made
+unique (milliseconds, then `-2`, `-3`... by an atomic mkdir), an `--out`
+that already holds a run's files is refused unless `--replace` (other
+files, such as a wrapper's log, are left alone), and the directory
+is locked (flock) for as long as the run writes.
 */
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
@@ -45,8 +56,9 @@ const RESERVE_NAME: &str = ".reserve-for-run.json";
 
 /// The name of a default results directory: `<UTC time>-<host>-<event>`.
 pub fn default_dir_name(now: SystemTime, host: &str, event: &str) -> String {
-    // 2026-11-30T14:24:08Z -> 20261130T142408Z: sortable, no colons.
-    let stamp: String = humantime::format_rfc3339_seconds(now)
+    // 2026-11-30T14:24:08.123Z -> 20261130T142408.123Z: sortable, no
+    // colons, and runs a second apart or less get their own directory.
+    let stamp: String = humantime::format_rfc3339_millis(now)
         .to_string()
         .chars()
         .filter(|c| !matches!(c, '-' | ':'))
@@ -68,40 +80,266 @@ pub fn default_dir_name(now: SystemTime, host: &str, event: &str) -> String {
 /// Writes `value` as pretty JSON to `dir/name` via a temporary file and a
 /// rename, so a reader sees the old file or the new one, never half.
 pub fn write_json_atomically<T: Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp"));
     let mut text =
         serde_json::to_string_pretty(value).with_context(|| format!("serialising {name}"))?;
     text.push('\n');
+    write_atomically(dir, name, text.as_bytes())
+}
+
+/// Writes `bytes` to `dir/name` via a temporary file and a rename: the file
+/// is whole or absent (or the old one), never cut short.
+pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
     let write = || -> std::io::Result<()> {
         let mut f = File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes)?;
         f.sync_all()
     };
     if let Err(e) = write() {
         let _ = std::fs::remove_file(&tmp);
         return Err(e).with_context(|| format!("writing {}", tmp.display()));
     }
-    std::fs::rename(&tmp, &path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    std::fs::rename(&tmp, &path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::Error::new(e).context(format!("renaming {} to {}", tmp.display(), path.display()))
+    })
 }
 
-/// What `run.json` says while the run is still going (or if it never ends).
+/// What `run.json` says while the run is still going (or if it never ends,
+/// or could not start: then `setup_failure` says why).
 #[derive(Serialize)]
 struct Incomplete<'a> {
     schema_version: u32,
-    verdict: &'static str,
+    verdict: crate::results::Verdict,
     note: &'static str,
     argv: &'a [String],
     config: &'a RunConfig,
     /// How to judge raw.csv.gz again, should the run never finish.
     judge: crate::judge::JudgeConfig,
     started_unix_s: u64,
+    /// Set only when the run could not start: 125, cannot test here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_status: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    setup_failure: Option<String>,
+}
+
+/// A file that is never written again after its first failed write (so a
+/// buffer retried by BufWriter or csv, or flushed on drop once space is
+/// back, cannot duplicate rows), nor after any file of the same run failed
+/// (`stopped`: what a run leaves ends where it stopped writing), and that
+/// knows where its last complete line ends.
+pub struct Guarded {
+    file: File,
+    name: String,
+    written: u64,
+    complete: u64,
+    failed: bool,
+    /// Shared by the run's files: set once one of them failed.
+    stopped: Arc<AtomicBool>,
+    /// Text: a line is the unit. Else (raw.csv.gz) the unit is whatever
+    /// was written between two `commit`s (one whole gzip member).
+    lines: bool,
+}
+
+impl Guarded {
+    fn create(path: &Path, stopped: &Arc<AtomicBool>) -> Result<Guarded> {
+        Ok(Guarded {
+            file: File::create(path).with_context(|| format!("creating {}", path.display()))?,
+            name: path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            written: 0,
+            complete: 0,
+            failed: false,
+            stopped: Arc::clone(stopped),
+            lines: true,
+        })
+    }
+
+    fn create_binary(path: &Path, stopped: &Arc<AtomicBool>) -> Result<Guarded> {
+        Ok(Guarded {
+            lines: false,
+            ..Guarded::create(path, stopped)?
+        })
+    }
+
+    /// Binary files: everything written so far is a whole unit.
+    fn commit(&mut self) {
+        if !self.refuses() {
+            self.complete = self.written;
+        }
+    }
+
+    fn refuses(&self) -> bool {
+        self.failed || self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// After a failed write (to this file or another of the run's): cuts
+    /// the file back to its last complete line and returns its name; None
+    /// if nothing failed.
+    fn cut_if_failed(&self) -> Option<String> {
+        if !self.refuses() {
+            return None;
+        }
+        let _ = self.file.set_len(self.complete);
+        Some(self.name.clone())
+    }
+}
+
+impl Write for Guarded {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.refuses() {
+            return Err(io::Error::other(format!(
+                "{}: not written after an earlier failure",
+                self.name
+            )));
+        }
+        match self.file.write(buf) {
+            Ok(n) => {
+                if self.lines
+                    && let Some(i) = buf[..n].iter().rposition(|&b| b == b'\n')
+                {
+                    self.complete = self.written + i as u64 + 1;
+                }
+                self.written += n as u64;
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                self.failed = true;
+                self.stopped.store(true, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// Why a results directory could not be claimed: the path is wrong (exit
+/// 2, the user picks another), or this machine cannot write here now (exit
+/// 125: a full disk, no file descriptors left).
+#[derive(Debug, thiserror::Error)]
+pub enum OutError {
+    #[error("--out: {0}")]
+    Usage(String),
+    #[error("--out: {0}")]
+    CannotTest(String),
+}
+
+/// Errors of the environment rather than of the path given.
+fn environmental(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EMFILE | libc::ENFILE | libc::ENOMEM)
+    )
+}
+
+fn out_error(what: String, e: &io::Error) -> OutError {
+    if environmental(e) {
+        let fix = if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+            "free some space or choose another --out"
+        } else {
+            "raise the limit (ulimit -n) or close files"
+        };
+        OutError::CannotTest(format!("{what} ({e}): {fix}"))
+    } else {
+        OutError::Usage(format!("{what} ({e}): choose a directory you can write to"))
+    }
+}
+
+/// Files a run writes, which `--replace` removes first.
+fn is_result_file(name: &str) -> bool {
+    matches!(
+        name,
+        "run.json"
+            | "anomalies.csv"
+            | "deltas.csv"
+            | "deltas.hgrm"
+            | RESERVE_NAME
+            | ".run.json.tmp"
+            | ".deltas.hgrm.tmp"
+    ) || (name.starts_with("hist-worker") && name.ends_with(".hlog"))
+}
+
+/// Creates (or takes) the results directory and locks it for this run.
+/// `given`: the user named it (--out); else it is a default name, made
+/// unique with a suffix if another run took it first.
+pub fn claim(dir: &Path, given: bool, replace: bool) -> Result<(PathBuf, File), OutError> {
+    let dir = if given {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| out_error(format!("cannot create {}", dir.display()), &e))?;
+        dir.to_path_buf()
+    } else {
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| out_error(format!("cannot create {}", parent.display()), &e))?;
+        }
+        let mut n = 1;
+        loop {
+            let candidate = if n == 1 {
+                dir.to_path_buf()
+            } else {
+                let mut name = dir.as_os_str().to_owned();
+                name.push(format!("-{n}"));
+                PathBuf::from(name)
+            };
+            match std::fs::create_dir(&candidate) {
+                Ok(()) => break candidate,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(e) => {
+                    return Err(out_error(
+                        format!("cannot create {}", candidate.display()),
+                        &e,
+                    ));
+                }
+            }
+        }
+    };
+    let lock =
+        File::open(&dir).map_err(|e| out_error(format!("cannot open {}", dir.display()), &e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(OutError::Usage(format!(
+                "{} is being written by another pmustress run (it holds the lock); choose another directory",
+                dir.display()
+            )));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(out_error(format!("cannot lock {}", dir.display()), &e));
+        }
+    }
+    let entries: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| out_error(format!("cannot list {}", dir.display()), &e))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    // Another run's results are evidence: never overwritten unasked.
+    // Other files (a wrapper's console log, made before we start) stay.
+    if entries.iter().any(|n| is_result_file(n)) {
+        if !replace {
+            return Err(OutError::Usage(format!(
+                "{} holds a run's results; choose a new or empty directory, or add --replace to overwrite them",
+                dir.display()
+            )));
+        }
+        for name in entries.iter().filter(|n| is_result_file(n)) {
+            let path = dir.join(name);
+            std::fs::remove_file(&path)
+                .map_err(|e| out_error(format!("cannot remove {}", path.display()), &e))?;
+        }
+    }
+    Ok((dir, lock))
 }
 
 struct HistogramLog {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: BufWriter<Guarded>,
     interval: Histogram<u64>,
     serializer: V2DeflateSerializer,
     header_written: bool,
@@ -109,7 +347,7 @@ struct HistogramLog {
 
 /// `raw.csv.gz`: the observation stream, one gzip member per flush.
 struct RawStream {
-    file: BufWriter<File>,
+    file: Guarded,
     /// The lines since the last flush.
     pending: String,
 }
@@ -126,6 +364,7 @@ impl RawStream {
             let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
             gz.write_all(self.pending.as_bytes())?;
             self.file.write_all(&gz.finish()?)?;
+            self.file.commit();
             self.pending.clear();
         }
         self.file.flush()
@@ -134,66 +373,126 @@ impl RawStream {
 
 pub struct ResultsDir {
     dir: PathBuf,
+    /// The directory, flocked for as long as this run writes it.
+    _lock: File,
     stream: RawStream,
-    anomalies: csv::Writer<BufWriter<File>>,
-    raw: Option<csv::Writer<BufWriter<File>>>,
+    anomalies: csv::Writer<BufWriter<Guarded>>,
+    raw: Option<csv::Writer<BufWriter<Guarded>>>,
     hlogs: Vec<HistogramLog>,
     all_deltas: Histogram<u64>,
     started: SystemTime,
+    /// Set when a file failed (or the run stopped for a failure): no file
+    /// is written after that.
+    stopped: Arc<AtomicBool>,
     started_ns: Option<u64>,
     interval_start_ns: u64,
     last_flush_ns: u64,
     failed: Option<String>,
 }
 
-fn create(path: &Path) -> Result<BufWriter<File>> {
-    Ok(BufWriter::new(
-        File::create(path).with_context(|| format!("creating {}", path.display()))?,
-    ))
+fn create(path: &Path, stopped: &Arc<AtomicBool>) -> Result<BufWriter<Guarded>> {
+    Ok(BufWriter::new(Guarded::create(path, stopped)?))
 }
 
 impl ResultsDir {
-    /// Creates the directory and its files before measuring, so an
-    /// unwritable path or a full disk is reported before any work is done.
-    pub fn create(dir: &Path, cfg: &RunConfig, argv: &[String], raw: bool) -> Result<ResultsDir> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the results directory {}", dir.display()))?;
+    /// Claims the directory (see `claim`) and creates its files before
+    /// measuring, so an unwritable path or a full disk is reported before
+    /// any work is done. `cfg.out` is updated to the directory used.
+    pub fn create(cfg: &mut RunConfig, argv: &[String]) -> Result<ResultsDir, OutError> {
+        let (dir, lock) = claim(&cfg.out, cfg.out_given, cfg.replace)?;
+        cfg.out = dir.clone();
+        let dir = dir.as_path();
+        let cfg = &*cfg;
         let started = SystemTime::now();
         let reserve = dir.join(RESERVE_NAME);
         std::fs::write(&reserve, vec![0u8; RESERVE_BYTES]).map_err(|e| {
             let _ = std::fs::remove_file(&reserve);
-            anyhow::anyhow!(
-                "cannot reserve {} MiB for the final run.json in {} ({e}): free some space or choose another directory",
-                RESERVE_BYTES >> 20,
-                dir.display()
+            out_error(
+                format!(
+                    "cannot reserve {} MiB for the final run.json in {}",
+                    RESERVE_BYTES >> 20,
+                    dir.display()
+                ),
+                &e,
             )
         })?;
+        let started_unix_s = started
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let io_of = |e: &anyhow::Error| {
+            e.chain()
+                .find_map(|c| c.downcast_ref::<io::Error>())
+                .map_or_else(
+                    || io::Error::other(format!("{e:#}")),
+                    |io| io::Error::from_raw_os_error(io.raw_os_error().unwrap_or(libc::EIO)),
+                )
+        };
+        let fail = |e: anyhow::Error| {
+            // The files start_files opened are closed by now: room to say
+            // why in run.json when the machine is at fault (125); a path
+            // at fault (2) keeps no run.json of ours.
+            let _ = std::fs::remove_file(dir.join(RESERVE_NAME));
+            let err = out_error(format!("cannot write in {}", dir.display()), &io_of(&e));
+            if let OutError::CannotTest(cause) = &err {
+                let _ = write_json_atomically(
+                    dir,
+                    "run.json",
+                    &Incomplete {
+                        schema_version: crate::results::SCHEMA_VERSION,
+                        verdict: crate::results::Verdict::Incomplete,
+                        note: "the run could not start: see setup_failure",
+                        argv,
+                        config: cfg,
+                        judge: cfg.judge_config(),
+                        started_unix_s,
+                        exit_status: Some(crate::results::EXIT_CANNOT_TEST),
+                        setup_failure: Some(cause.clone()),
+                    },
+                );
+            } else {
+                let _ = std::fs::remove_file(dir.join("run.json"));
+            }
+            err
+        };
+        Self::start_files(dir, cfg, argv, started, started_unix_s, lock).map_err(fail)
+    }
+
+    fn start_files(
+        dir: &Path,
+        cfg: &RunConfig,
+        argv: &[String],
+        started: SystemTime,
+        started_unix_s: u64,
+        lock: File,
+    ) -> Result<ResultsDir> {
+        let raw = cfg.raw;
         write_json_atomically(
             dir,
             "run.json",
             &Incomplete {
                 schema_version: crate::results::SCHEMA_VERSION,
-                verdict: "incomplete",
+                verdict: crate::results::Verdict::Incomplete,
                 note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
                 argv,
                 config: cfg,
                 judge: cfg.judge_config(),
-                started_unix_s: started
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
+                started_unix_s,
+                exit_status: None,
+                setup_failure: None,
             },
         )?;
         // Headers are written by hand so that a run without rows still has them.
         let csv_writer = |f| csv::WriterBuilder::new().has_headers(false).from_writer(f);
-        let anomalies = csv_writer(create(&dir.join("anomalies.csv"))?);
+        let stopped = Arc::new(AtomicBool::new(false));
+        let anomalies = csv_writer(create(&dir.join("anomalies.csv"), &stopped)?);
         let mut stream = RawStream {
-            file: create(&dir.join("raw.csv.gz"))?,
+            file: Guarded::create_binary(&dir.join("raw.csv.gz"), &stopped)?,
             pending: String::new(),
         };
         stream.pending.push_str(stream::HEADER);
         stream.pending.push('\n');
         let raw = if raw {
-            Some(csv_writer(create(&dir.join("deltas.csv"))?))
+            Some(csv_writer(create(&dir.join("deltas.csv"), &stopped)?))
         } else {
             None
         };
@@ -201,7 +500,7 @@ impl ResultsDir {
         for w in 0..cfg.workers {
             let path = dir.join(format!("hist-worker{w}.hlog"));
             hlogs.push(HistogramLog {
-                file: create(&path)?,
+                file: create(&path, &stopped)?,
                 path,
                 interval: Histogram::new(3).context("creating a histogram")?,
                 serializer: V2DeflateSerializer::new(),
@@ -210,12 +509,14 @@ impl ResultsDir {
         }
         let mut out = ResultsDir {
             dir: dir.to_path_buf(),
+            _lock: lock,
             stream,
             anomalies,
             raw,
             hlogs,
             all_deltas: Histogram::new(3).context("creating a histogram")?,
             started,
+            stopped,
             started_ns: None,
             interval_start_ns: 0,
             last_flush_ns: 0,
@@ -238,6 +539,7 @@ impl ResultsDir {
         if self.failed.is_none() {
             self.failed = Some(format!("{}: {e}", self.dir.display()));
         }
+        self.stopped.store(true, Ordering::Relaxed);
     }
 
     pub fn failure(&self) -> Option<String> {
@@ -245,6 +547,9 @@ impl ResultsDir {
     }
 
     pub fn record_observation(&mut self, worker: usize, observation: &Observation) {
+        if self.failed.is_some() {
+            return;
+        }
         self.stream.push(&Row {
             worker,
             observation: *observation,
@@ -256,6 +561,9 @@ impl ResultsDir {
         if let Some(h) = self.hlogs.get_mut(w.worker) {
             let _ = h.interval.record(w.delta);
         }
+        if self.failed.is_some() {
+            return;
+        }
         if let Some(raw) = &mut self.raw
             && let Err(e) = raw.serialize(w)
         {
@@ -264,10 +572,55 @@ impl ResultsDir {
     }
 
     pub fn record_anomaly(&mut self, a: &Anomaly) {
+        if self.failed.is_some() {
+            return;
+        }
         let row = AnomalyRow::from(a);
         if let Err(e) = self.anomalies.serialize(row) {
             self.fail(e);
         }
+    }
+
+    /// The run could not start (`cause`, exit 125): run.json says so, and
+    /// the reserve is given back.
+    pub fn abandon(self, cfg: &RunConfig, argv: &[String], cause: &str) -> Result<()> {
+        // Close the files first: out of file descriptors is a common cause.
+        drop(self.anomalies);
+        drop(self.raw);
+        drop(self.hlogs);
+        let _ = std::fs::remove_file(self.dir.join(RESERVE_NAME));
+        write_json_atomically(
+            &self.dir,
+            "run.json",
+            &Incomplete {
+                schema_version: crate::results::SCHEMA_VERSION,
+                verdict: crate::results::Verdict::Incomplete,
+                note: "the run could not start: see setup_failure",
+                argv,
+                config: cfg,
+                judge: cfg.judge_config(),
+                started_unix_s: self
+                    .started
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+                exit_status: Some(crate::results::EXIT_CANNOT_TEST),
+                setup_failure: Some(cause.to_string()),
+            },
+        )
+    }
+
+    /// Files whose writing failed, cut back to their last complete line.
+    fn cut_partial_files(&self) -> Vec<String> {
+        let mut files = Vec::new();
+        files.extend(self.stream.file.cut_if_failed());
+        files.extend(self.anomalies.get_ref().get_ref().cut_if_failed());
+        if let Some(raw) = &self.raw {
+            files.extend(raw.get_ref().get_ref().cut_if_failed());
+        }
+        for h in &self.hlogs {
+            files.extend(h.file.get_ref().cut_if_failed());
+        }
+        files
     }
 
     /// Flushes the CSVs and writes one histogram interval per worker, once a
@@ -339,8 +692,9 @@ impl ResultsDir {
         Ok(())
     }
 
-    /// Writes the last intervals, deltas.hgrm and the final run.json.
-    pub fn finish<T: Serialize>(mut self, now_ns: u64, results: &T) -> Result<()> {
+    /// Writes the last intervals, deltas.hgrm and the final run.json, which
+    /// names the files a failed write left partial.
+    pub fn finish(mut self, now_ns: u64, results: &mut crate::results::RunResults) -> Result<()> {
         let start = self.started_ns.unwrap_or(now_ns);
         let mut tail = Ok(());
         if self.failed.is_none() {
@@ -348,14 +702,24 @@ impl ResultsDir {
                 .write_intervals(start, now_ns)
                 .and_then(|()| self.flush_files())
                 .and_then(|()| {
-                    let mut hgrm = create(&self.dir.join("deltas.hgrm"))?;
-                    hgrm.write_all(percentile_distribution(&self.all_deltas).as_bytes())
-                        .and_then(|()| hgrm.flush())
-                        .context("writing deltas.hgrm")
+                    write_atomically(
+                        &self.dir,
+                        "deltas.hgrm",
+                        percentile_distribution(&self.all_deltas).as_bytes(),
+                    )
                 });
         }
+        let partial = self.cut_partial_files();
+        if !partial.is_empty() {
+            results.mark_partial(partial);
+        }
+        // What run.json says is what the run exits with: a file that could
+        // not be written makes "clean" inconclusive there too.
+        if let Err(e) = &tail {
+            results.mark_unsaved(unsaved(&self.dir, e));
+        }
         // The verdict matters more than the last second of histograms.
-        self.write_final(results)?;
+        self.write_final(&*results)?;
         tail
     }
 
@@ -364,6 +728,11 @@ impl ResultsDir {
         let _ = std::fs::remove_file(self.dir.join(RESERVE_NAME));
         write_json_atomically(&self.dir, "run.json", results)
     }
+}
+
+/// Why results are incomplete on disk, in run.json and on the console alike.
+pub fn unsaved(dir: &Path, e: &anyhow::Error) -> String {
+    format!("could not save all results in {}: {e:#}", dir.display())
 }
 
 const ANOMALY_HEADER: [&str; 15] = [
@@ -477,7 +846,13 @@ mod tests {
         // 1_796_000_000 s after the epoch is 2026-11-30T00:53:20Z.
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_000_000);
         let name = default_dir_name(t, "my host/x\n", "r21");
-        assert_eq!(name, "20261130T005320Z-my-host-x-r21");
+        assert_eq!(name, "20261130T005320.000Z-my-host-x-r21");
+        // Runs in the same second get different names.
+        let later = t + Duration::from_millis(200);
+        assert_eq!(
+            default_dir_name(later, "h", "task-clock"),
+            "20261130T005320.200Z-h-task-clock"
+        );
     }
 
     #[test]

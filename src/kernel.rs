@@ -21,7 +21,12 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The longest `Real::sleep` goes without looking at its stop flag: a stop
+/// request or the end of the run ends any wait (a `--migrate-interval` of
+/// an hour) this soon.
+pub const STOP_POLL: Duration = Duration::from_millis(10);
 
 use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
@@ -577,8 +582,9 @@ pub trait Kernel: Clone + Send + Sync + 'static {
     fn now_ns(&self) -> u64;
     /// The controller's wait between two passes over the rings.
     fn pause(&self, d: Duration);
-    /// A worker's or the migrator's wait: `d`, none when zero. The real
-    /// kernel ignores `stop` and preempts threads anywhere; a fake with a
+    /// A worker's or the migrator's wait: `d`, none when zero, or until
+    /// `stop` is set. The real kernel looks at `stop` at least every
+    /// `STOP_POLL` and preempts threads anywhere; a fake with a
     /// clock of its own runs the run's threads only between these calls,
     /// one step per tick of its clock (zero included), and lets them go
     /// once `stop` is set.
@@ -679,9 +685,21 @@ impl Kernel for Real {
     }
 
     #[inline(always)]
-    fn sleep(&self, d: Duration, _stop: &AtomicBool) {
-        if !d.is_zero() {
-            std::thread::sleep(d)
+    fn sleep(&self, d: Duration, stop: &AtomicBool) {
+        if d <= STOP_POLL {
+            if !d.is_zero() {
+                std::thread::sleep(d)
+            }
+            return;
+        }
+        // Slices: a long --migrate-interval ends with the run.
+        let end = Instant::now() + d;
+        while !stop.load(Ordering::Relaxed) {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(STOP_POLL));
         }
     }
 
@@ -734,6 +752,25 @@ impl HandlerKernel for Real {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An hour's sleep ends at the stop request (it used to run the hour:
+    /// `run --migrate-interval 1h --duration 1s` did not end, and the first
+    /// SIGINT was swallowed). The bound only tells an hour from a stop.
+    #[test]
+    fn a_long_sleep_ends_at_a_stop_request() {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopper = {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                stop.store(true, Ordering::Relaxed);
+            })
+        };
+        let t = Instant::now();
+        Real.sleep(Duration::from_secs(3600), &stop);
+        stopper.join().unwrap();
+        assert!(t.elapsed() < Duration::from_secs(600), "{:?}", t.elapsed());
+    }
 
     #[test]
     fn nr_migrations_from_sched_text() {

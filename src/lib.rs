@@ -27,6 +27,7 @@ pub mod report;
 pub mod results;
 pub mod ring;
 pub mod run;
+pub mod runfile;
 pub mod sample;
 pub mod signal;
 pub mod sigqueue;

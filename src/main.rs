@@ -19,21 +19,52 @@ use pmustress::cli::{
 };
 use pmustress::config::{ConfigError, RunConfig};
 use pmustress::evidence::{self, Format, LoadedRun};
-use pmustress::export::ResultsDir;
+use pmustress::export::{OutError, ResultsDir};
 use pmustress::fingerprint::Fingerprint;
 use pmustress::judge::{Anomaly, ClosedWindow, Observation};
-use pmustress::results::{
-    EXIT_CANNOT_TEST, EXIT_DROPPED, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults,
-};
+use pmustress::results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
 use pmustress::{event, kernel, report, run};
 
-/// Prints to stdout, ignoring a closed pipe (`pmustress run | head`): a
+/// Prints to stdout (control characters escaped), ignoring a closed pipe
+/// (`pmustress run | head`): a
 /// reader that went away must not cost us the results file.
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        let line = format!($($arg)*);
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "{}",
+            pmustress::evidence::escape_controls(&line)
+        );
     }};
+}
+
+/// Appends a line to a command's output.
+macro_rules! put {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// Writes a command's whole output and returns `status`: a failed write (a
+/// full disk, /dev/full) is one line and 125, never a lost output with 0.
+/// A reader that went away (`| head`) took what it wanted: not an error.
+fn emit(text: &str, status: i32) -> i32 {
+    emit_bytes(evidence::escape_controls(text).as_bytes(), status)
+}
+
+fn emit_bytes(bytes: &[u8], status: i32) -> i32 {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("pmustress: cannot write the output: {e}");
+            EXIT_CANNOT_TEST
+        }
+        _ => status,
+    }
 }
 
 fn main() -> ExitCode {
@@ -41,8 +72,8 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version.
-            let _ = e.print();
-            return ExitCode::SUCCESS;
+            let text = e.render().to_string();
+            return ExitCode::from(emit(&text, 0) as u8);
         }
         Err(e) => {
             eprintln!("{}", pmustress::cli::usage_line(&e));
@@ -57,8 +88,10 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot_command(&args),
         Command::Replay(args) => replay_command(&args),
         Command::Completions { shell } => {
-            pmustress::manual::completions(shell, &mut std::io::stdout().lock());
-            0
+            // Rendered first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            pmustress::manual::completions(shell, &mut script);
+            emit_bytes(&script, 0)
         }
         Command::Man => man_command(),
     };
@@ -70,13 +103,20 @@ fn replay_command(args: &ReplayArgs) -> i32 {
     use pmustress::judge::{JudgeConfig, Mode};
     use pmustress::replay;
     if args.path.is_dir() {
+        // A run.json that is not a run is the argument's fault (2), as in
+        // report; a stream that cannot be judged is 125.
+        if let Err(e) = pmustress::runfile::read(&args.path) {
+            eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
+            return EXIT_USAGE;
+        }
         let r = match replay::replay_dir(&args.path) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: replay {}: {e:#}", args.path.display());
+                eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
                 return EXIT_CANNOT_TEST;
             }
         };
+        let mut out = String::new();
         if args.format == Format::Json {
             let json = serde_json::json!({
                 "replayed": r.replayed,
@@ -86,32 +126,38 @@ fn replay_command(args: &ReplayArgs) -> i32 {
                 "verdict": r.verdict,
                 "exit_status": r.exit_status,
             });
-            say!(
+            put!(
+                out,
                 "{}",
                 serde_json::to_string_pretty(&json).unwrap_or_default()
             );
         } else {
-            say!("{}", replay::summary(&r.replayed).trim_end());
+            put!(out, "{}", replay::summary(&r.replayed).trim_end());
             if let Some(t) = &r.truncated {
-                say!("note: the stream ends early ({t}): judged up to there");
+                put!(out, "note: the stream ends early ({t}): judged up to there");
             }
             if r.differences.is_empty() {
-                say!(
+                put!(
+                    out,
                     "replay: the same totals as run.json (run verdict {}, exit {})",
                     r.run_verdict,
                     r.run_exit_status.map_or("-".to_string(), |s| s.to_string())
                 );
             }
             for (field, run, replayed) in &r.differences {
-                say!("replay differs: {field}: run.json {run}, replay {replayed}");
+                put!(
+                    out,
+                    "replay differs: {field}: run.json {run}, replay {replayed}"
+                );
             }
-            say!("verdict: {} (exit {})", r.verdict, r.exit_status);
+            put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
         }
-        return if r.differences.is_empty() {
+        let status = if r.differences.is_empty() {
             r.exit_status
         } else {
             EXIT_CANNOT_TEST
         };
+        return emit(&out, status);
     }
     let Some(period) = args.period else {
         eprintln!(
@@ -134,21 +180,26 @@ fn replay_command(args: &ReplayArgs) -> i32 {
     let stream = match replay::read_stream(&args.path) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: replay {}: {e:#}", args.path.display());
+            eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
             return EXIT_CANNOT_TEST;
         }
     };
     let r = replay::judge(&stream.rows, cfg);
+    let mut out = String::new();
     if args.format == Format::Json {
-        say!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+        put!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&r).unwrap_or_default()
+        );
     } else {
-        say!("{}", replay::summary(&r).trim_end());
+        put!(out, "{}", replay::summary(&r).trim_end());
         if let Some(t) = &stream.truncated {
-            say!("note: the stream ends early ({t}): judged up to there");
+            put!(out, "note: the stream ends early ({t}): judged up to there");
         }
-        say!("verdict: {} (exit {})", r.verdict, r.exit_status);
+        put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
     }
-    r.exit_status
+    emit(&out, r.exit_status)
 }
 
 fn env_command(args: &EnvArgs) -> i32 {
@@ -157,61 +208,111 @@ fn env_command(args: &EnvArgs) -> i32 {
         return EXIT_USAGE;
     }
     let fp = Fingerprint::collect(&args.root);
+    let mut out = String::new();
     if args.json {
         match serde_json::to_string_pretty(&fp) {
-            Ok(s) => say!("{s}"),
+            Ok(s) => put!(out, "{s}"),
             Err(e) => {
                 eprintln!("error: serialising the fingerprint: {e}");
                 return EXIT_CANNOT_TEST;
             }
         }
     } else {
-        say!("{fp}");
+        put!(out, "{fp}");
     }
-    0
+    emit(&out, 0)
 }
 
-fn load_groups(dirs: &[std::path::PathBuf]) -> anyhow::Result<Vec<Vec<LoadedRun>>> {
-    evidence::expand(dirs)?
-        .into_iter()
-        .map(|group| group.iter().map(|d| LoadedRun::load(d)).collect())
+/// Loads each argument's runs; an error names the argument (`names[i]`,
+/// e.g. "<DIR>", or the last name for all the rest) and the file.
+fn load_groups(dirs: &[std::path::PathBuf], names: &[&str]) -> anyhow::Result<Vec<Vec<LoadedRun>>> {
+    use anyhow::Context as _;
+    dirs.iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let name = names.get(i).or(names.last()).copied().unwrap_or("<DIR>");
+            evidence::expand(std::slice::from_ref(dir))
+                .and_then(|mut groups| {
+                    groups
+                        .pop()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|d| LoadedRun::load(d))
+                        .collect()
+                })
+                .with_context(|| name.to_string())
+        })
         .collect()
 }
 
 fn report_command(args: &ReportArgs) -> i32 {
-    let runs: Vec<LoadedRun> = match load_groups(&args.dirs) {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
         Ok(groups) => groups.into_iter().flatten().collect(),
         Err(e) => {
             eprintln!("error: {e:#}");
             return EXIT_USAGE;
         }
     };
+    let mut out = String::new();
     match args.format {
         Format::Json => {
             let all: Vec<_> = runs.iter().map(evidence::summary).collect();
             match serde_json::to_string_pretty(&all) {
-                Ok(s) => say!("{s}"),
-                Err(e) => eprintln!("error: {e}"),
+                Ok(s) => put!(out, "{s}"),
+                Err(e) => {
+                    eprintln!("error: serialising the report: {e}");
+                    return EXIT_CANNOT_TEST;
+                }
             }
         }
-        format => say!(
+        format => put!(
+            out,
             "{}",
             evidence::report(&runs, format, args.anomalies).trim_end()
         ),
     }
-    0
+    // A run without a verdict is evidence, not a result: a script that
+    // reads "0" as "all reported runs finished" must not be misled.
+    let status = match runs.iter().find(|r| !r.run.finished()) {
+        Some(r) => {
+            eprintln!(
+                "pmustress: {} did not finish (verdict incomplete): it has no verdict",
+                r.dir.display()
+            );
+            EXIT_CANNOT_TEST
+        }
+        None => 0,
+    };
+    emit(&out, status)
 }
 
 fn compare_command(args: &CompareArgs) -> i32 {
-    let groups = match load_groups(&[args.a.clone(), args.b.clone()]) {
+    let groups = match load_groups(&[args.a.clone(), args.b.clone()], &["<A>", "<B>"]) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e:#}");
             return EXIT_USAGE;
         }
     };
-    let a = evidence::Group::of(args.a.display().to_string(), &groups[0]);
-    let b = evidence::Group::of(args.b.display().to_string(), &groups[1]);
+    // A killed run's counts are unknown, not zero.
+    if let Some(r) = groups.iter().flatten().find(|r| !r.run.finished()) {
+        eprintln!(
+            "pmustress: cannot compare: {} did not finish (verdict incomplete), so its counts are unknown; leave it out",
+            r.dir.display()
+        );
+        return EXIT_CANNOT_TEST;
+    }
+    let (a, b) = match (
+        evidence::Group::of(args.a.display().to_string(), &groups[0]),
+        evidence::Group::of(args.b.display().to_string(), &groups[1]),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut out = String::new();
     match args.format {
         Format::Json => {
             let p = evidence::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
@@ -226,15 +327,19 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 "a": side(&a), "b": side(&b), "p_value": p,
                 "test": "exact conditional binomial test, two-sided",
             });
-            say!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            put!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            );
         }
-        _ => say!("{}", evidence::compare(&a, &b).trim_end()),
+        _ => put!(out, "{}", evidence::compare(&a, &b).trim_end()),
     }
-    0
+    emit(&out, 0)
 }
 
 fn plot_command(args: &PlotArgs) -> i32 {
-    let runs: Vec<LoadedRun> = match load_groups(&args.dirs) {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
         Ok(groups) => groups.into_iter().flatten().collect(),
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -244,20 +349,36 @@ fn plot_command(args: &PlotArgs) -> i32 {
     match pmustress::plot::render(&runs, &args.output) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: -o {}: {e:#}", args.output.path.display());
-            EXIT_USAGE
+            // A full disk is this machine's state, not a wrong -o.
+            let full = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                    matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+                })
+            });
+            if full {
+                eprintln!(
+                    "pmustress: cannot write -o {}: {e:#}: free some space or choose another place; nothing was left behind",
+                    args.output.path.display()
+                );
+                EXIT_CANNOT_TEST
+            } else {
+                eprintln!(
+                    "error: -o {}: {e:#}; choose a path you can write to",
+                    args.output.path.display()
+                );
+                EXIT_USAGE
+            }
         }
     }
 }
 
 fn man_command() -> i32 {
-    match pmustress::manual::man_page(&mut std::io::stdout().lock()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            eprintln!("error: writing the man page: {e}");
-            EXIT_CANNOT_TEST
-        }
-        _ => 0,
+    let mut page = Vec::new();
+    if let Err(e) = pmustress::manual::man_page(&mut page) {
+        eprintln!("error: rendering the man page: {e}");
+        return EXIT_CANNOT_TEST;
     }
+    emit_bytes(&page, 0)
 }
 
 /// Console output, the results directory, and the anomalies kept for
@@ -302,20 +423,36 @@ impl run::Observer for Collect {
 }
 
 fn run_command(args: &RunArgs) -> i32 {
-    // First Ctrl-C (or SIGTERM) stops the run and keeps what was measured;
-    // a second one exits at once.
-    let sigint = Arc::new(AtomicBool::new(false));
-    let sigterm = Arc::new(AtomicBool::new(false));
-    for (sig, flag) in [(libc::SIGINT, &sigint), (libc::SIGTERM, &sigterm)] {
-        let registered =
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(flag))
-                .and_then(|_| signal_hook::flag::register(sig, Arc::clone(flag)));
+    // The first SIGINT, SIGTERM, SIGHUP (the terminal or SSH session went
+    // away), SIGQUIT or SIGPIPE (our reader went away) stops the run and
+    // keeps what was measured: final run.json, verdict, exit 128 + N. A
+    // second one exits at once (not SIGPIPE: every later write to a closed
+    // pipe raises another). A SIGHUP ignored when we start (nohup) stays
+    // ignored.
+    let mut stops: Vec<(i32, Arc<AtomicBool>)> = Vec::new();
+    for sig in [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGPIPE,
+    ] {
+        if sig == libc::SIGHUP && pmustress::signal::is_ignored(sig) {
+            continue;
+        }
+        let flag = Arc::new(AtomicBool::new(false));
+        let second = if sig == libc::SIGPIPE {
+            Ok(())
+        } else {
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&flag))
+                .map(drop)
+        };
+        let registered = second.and_then(|()| signal_hook::flag::register(sig, Arc::clone(&flag)));
         if let Err(e) = registered {
-            eprintln!(
-                "pmustress: cannot test here: installing the SIGINT/SIGTERM handlers failed: {e}"
-            );
+            eprintln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
             return EXIT_CANNOT_TEST;
         }
+        stops.push((sig, flag));
     }
     let allowed = match kernel::allowed_cpus() {
         Ok(cpus) => cpus,
@@ -326,7 +463,7 @@ fn run_command(args: &RunArgs) -> i32 {
     };
     let fingerprint = Fingerprint::collect(Path::new("/"));
     let platform = event::Platform::from_fingerprint(&fingerprint);
-    let cfg = match RunConfig::from_args(args, &allowed, &platform) {
+    let mut cfg = match RunConfig::from_args(args, &allowed, &platform) {
         Ok(cfg) => cfg,
         Err(e @ ConfigError::Usage { .. }) => {
             eprintln!("error: {e}");
@@ -348,26 +485,25 @@ fn run_command(args: &RunArgs) -> i32 {
     }
 
     let stop_signal = || {
-        if sigint.load(Ordering::Relaxed) {
-            Some(libc::SIGINT)
-        } else if sigterm.load(Ordering::Relaxed) {
-            Some(libc::SIGTERM)
-        } else {
-            None
-        }
+        stops
+            .iter()
+            .find(|(_, flag)| flag.load(Ordering::Relaxed))
+            .map(|(sig, _)| *sig)
     };
 
     let argv: Vec<String> = std::env::args().collect();
-    let files = match ResultsDir::create(&cfg.out, &cfg, &argv, cfg.raw) {
+    let files = match ResultsDir::create(&mut cfg, &argv) {
         Ok(files) => files,
-        Err(e) => {
-            eprintln!(
-                "error: --out: cannot write results to {}: {e:#}",
-                cfg.out.display()
-            );
+        Err(e @ OutError::Usage(_)) => {
+            eprintln!("error: {e}");
             return EXIT_USAGE;
         }
+        Err(e @ OutError::CannotTest(_)) => {
+            eprintln!("pmustress: cannot test here: {e}");
+            return EXIT_CANNOT_TEST;
+        }
     };
+    let cfg = cfg;
     say!("{}", fingerprint.verdict_line());
     say!("{}", report::banner(&cfg));
     if let Some(b) = &cfg.bisect {
@@ -389,12 +525,19 @@ fn run_command(args: &RunArgs) -> i32 {
         Ok(record) => record,
         Err(e) => {
             collect.console.clear_progress();
-            eprintln!("pmustress: cannot test here: {e:#}");
+            let cause = format!("{e:#}");
+            eprintln!("pmustress: cannot test here: {cause}");
+            if let Err(e) = collect.files.abandon(&cfg, &argv, &cause) {
+                eprintln!(
+                    "pmustress: could not record the cause in {}: {e:#}",
+                    cfg.out.display()
+                );
+            }
             return EXIT_CANNOT_TEST;
         }
     };
     collect.console.clear_progress();
-    let results = RunResults::new(
+    let mut results = RunResults::new(
         &cfg,
         argv,
         &fingerprint,
@@ -402,19 +545,21 @@ fn run_command(args: &RunArgs) -> i32 {
         collect.anomalies,
         collect.not_recorded,
     );
+    // Saved first, printed second: the verdict printed is the one on disk
+    // and the exit status (a file cut short makes "clean" inconclusive, in
+    // run.json too). Should run.json itself fail, it stays "incomplete"
+    // and the status is not 0 either.
+    let saved = collect.files.finish(kernel::monotonic_ns(), &mut results);
+    if let Err(e) = &saved {
+        results.mark_unsaved(pmustress::export::unsaved(&cfg.out, e));
+    }
     say!("{}", report::summary(&results).trim_end());
-    if let Err(e) = collect.files.finish(kernel::monotonic_ns(), &results) {
+    if let Err(e) = saved {
         eprintln!(
             "pmustress: could not save all results in {}: {e:#}",
             cfg.out.display()
         );
-        // Drops seen are real even if a file is short; anything else
-        // cannot be trusted as "good".
-        return if results.exit_status == EXIT_DROPPED {
-            EXIT_DROPPED
-        } else {
-            EXIT_CANNOT_TEST
-        };
+        return results.exit_status;
     }
     say!("results: {}", cfg.out.display());
     results.exit_status

@@ -82,13 +82,21 @@ pub fn man_page(out: &mut dyn Write) -> io::Result<()> {
         }
     }
     page += ".SH \"EXIT STATUS\"\n\
-         Chosen for \\fBgit bisect run\\fR:\n\
-         .TP\n0\nno dropped interrupt (other commands: success)\n\
+         Chosen for \\fBgit bisect run\\fR; run.json's exit_status is always \
+         the status the run exited with:\n\
+         .TP\n0\nno dropped interrupt in at least 299 overflows (other \
+         commands: success)\n\
          .TP\n1\ndropped interrupts found\n\
-         .TP\n2\nusage error: a flag, a value or a path is wrong\n\
+         .TP\n2\nusage error: a flag, a value or a path is wrong, or a \
+         results directory is not one pmustress wrote; checked before \
+         anything is opened\n\
          .TP\n125\ncannot test here (no PMU, unsupported event, permission, \
-         or a run that could not be judged)\n\
-         .TP\n130, 143\ninterrupted by SIGINT or SIGTERM\n";
+         out of file descriptors, a full disk), a run too short to say \
+         anything (not enough overflows), a run that could not be judged \
+         or saved, output that could not be written; report: a run shown \
+         did not finish\n\
+         .TP\n129, 130, 131, 141, 143\ninterrupted by SIGHUP, SIGINT, \
+         SIGQUIT, SIGPIPE or SIGTERM: judged on what was measured and saved\n";
     page += &piece(|b| top.render_version_section(b), false)?;
     out.write_all(page.as_bytes())
 }

@@ -29,7 +29,6 @@ use std::sync::OnceLock;
 use anyhow::{Context, Result, anyhow};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
 
 use crate::evidence::{self, LoadedRun};
 
@@ -124,23 +123,23 @@ fn column(header: &[String], name: &str) -> Option<usize> {
 impl RunPlot {
     pub fn from_run(r: &LoadedRun) -> RunPlot {
         let period = r.period();
-        let json_str = |p: &str| r.json.pointer(p).and_then(Value::as_str);
-        let json_true = |p: &str| r.json.pointer(p).and_then(Value::as_bool) == Some(true);
-        let event = json_str("/config/event/spec").unwrap_or("?");
-        let exit = r
-            .json
-            .pointer("/exit_status")
-            .and_then(Value::as_u64)
-            .map(|e| format!(" (exit {e})"))
-            .unwrap_or_default();
-        let title = format!("{event}, period {period}: verdict {}{exit}", r.verdict());
+        let event = &r.run.config.event.spec;
+        let title = format!(
+            "{event}, period {period}: verdict {} ({})",
+            r.verdict(),
+            r.exit_text()
+        );
         let mut flags = Vec::new();
-        if json_true("/injected") {
+        if r.run.is_self_test() {
             flags.push("SELF-TEST (injected)".to_string());
         }
-        if json_true("/config/event/software") {
+        if r.run.config.event.software {
             flags.push("software event: does not test the PMU".to_string());
         }
+        if !r.run.finished() {
+            flags.push("the run did not finish: no verdict".to_string());
+        }
+        flags.extend(r.anomalies_note.clone());
         let subtitle = format!(
             "{}: {} dropped of {} overflows",
             r.dir.display(),
@@ -151,11 +150,7 @@ impl RunPlot {
         let max_ratio = r.deltas.max() as f64 / period.max(1) as f64;
         let max_multiple = (max_ratio.ceil() as usize).clamp(4, MAX_MULTIPLE);
         let bins = evidence::delta_period_bins(&r.deltas, period, BINS_PER_PERIOD, max_multiple);
-        let skid = r
-            .json
-            .pointer("/config/skid")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+        let skid = r.run.config.skid;
         let skid_ratio = if period > 0 {
             skid as f64 / period as f64
         } else {
@@ -174,12 +169,7 @@ impl RunPlot {
             anomalies,
             migrations,
             unplaced,
-            elapsed_s: r
-                .json
-                .pointer("/elapsed_ns")
-                .and_then(Value::as_u64)
-                .unwrap_or(0) as f64
-                / 1e9,
+            elapsed_s: r.run.elapsed_ns.unwrap_or(0) as f64 / 1e9,
         }
     }
 }
@@ -295,8 +285,7 @@ pub fn render(runs: &[LoadedRun], out: &Output) -> Result<()> {
                 draw(&root, &plots)?;
                 root.present().map_err(drawing)?;
             }
-            std::fs::write(&out.path, text)
-                .with_context(|| format!("writing {}", out.path.display()))
+            write_whole(&out.path, text.as_bytes())
         }
         ImageFormat::Png => {
             let mut rgb = vec![0u8; w as usize * h as usize * 3];
@@ -305,15 +294,30 @@ pub fn render(runs: &[LoadedRun], out: &Output) -> Result<()> {
                 draw(&root, &plots)?;
                 root.present().map_err(drawing)?;
             }
-            write_png(&out.path, w, h, &rgb)
+            let mut png = Vec::new();
+            encode_png(&mut png, &out.path, w, h, &rgb)?;
+            write_whole(&out.path, &png)
         }
     }
 }
 
-fn write_png(path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
-    let file =
-        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+/// Writes the image through a temporary file beside it and a rename: after
+/// a failure (a full disk) there is no image, or the old one, never a
+/// truncated one.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?
+        .to_string_lossy();
+    crate::export::write_atomically(dir, &name, bytes)
+}
+
+fn encode_png(buf: &mut Vec<u8>, path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
+    let mut enc = png::Encoder::new(buf, w, h);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     let mut writer = enc

@@ -156,10 +156,11 @@ pub struct DirReplay {
 
 pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     let path = dir.join("run.json");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = crate::runfile::read_bounded(&path, crate::runfile::MAX_RUN_JSON_BYTES)?;
+    // The same checks as every reader's: a file report refuses is refused.
+    let run = crate::runfile::RunFile::parse(&bytes).with_context(|| path.display().to_string())?;
     let json: Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))?;
     let cfg: JudgeConfig = serde_json::from_value(json.get("judge").cloned().context(
         "run.json has no \"judge\" settings (written by pmustress before replay existed?)",
     )?)
@@ -167,7 +168,7 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     let stream = read_stream(&dir.join("raw.csv.gz"))?;
     let replayed = judge(&stream.rows, cfg);
     let mut differences = Vec::new();
-    let finished = json.get("totals").is_some();
+    let finished = run.finished();
     if finished {
         compare(
             "totals.interrupts",
@@ -207,12 +208,8 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
             );
         }
     }
-    let run_verdict = json
-        .get("verdict")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown")
-        .to_string();
-    let run_exit_status = json.get("exit_status").and_then(Value::as_i64);
+    let run_verdict = crate::runfile::verdict_name(run.verdict).to_string();
+    let run_exit_status = run.exit_status.map(i64::from);
     // run.json's reasons that the stream does not give: those the run's own
     // totals would not produce either.
     let stream_words: Vec<String> = match (
@@ -233,14 +230,11 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
         ),
         _ => Vec::new(),
     };
-    let other: Vec<String> = json
-        .get("inconclusive_because")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter(|r| !stream_words.iter().any(|w| w == r))
-        .map(str::to_string)
+    let other: Vec<String> = run
+        .inconclusive_because
+        .iter()
+        .filter(|r| !stream_words.contains(r))
+        .cloned()
         .collect();
     let (verdict, exit_status) = match (run_verdict.as_str(), run_exit_status) {
         ("interrupted", Some(s)) => ("interrupted".to_string(), s as i32),

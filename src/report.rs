@@ -312,6 +312,7 @@ pub fn summary(r: &RunResults) -> String {
         ),
         Verdict::Inconclusive => "inconclusive: see above".to_string(),
         Verdict::Interrupted => "interrupted: partial results".to_string(),
+        Verdict::Incomplete => "incomplete: no verdict".to_string(),
     };
     let _ = writeln!(s, "verdict: {verdict} (exit {})", r.exit_status);
     s

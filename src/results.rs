@@ -16,7 +16,7 @@ broken witness, our own failure); otherwise `clean`.
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
@@ -36,11 +36,17 @@ pub const EXIT_CANNOT_TEST: i32 = 125;
 /// Confidence of the intervals reported with rates.
 pub const CONFIDENCE: f64 = 0.95;
 
+/// A run that saw no dropped interrupt is only "clean" if its overflows
+/// bound the dropped rate below this (one-sided, at `CONFIDENCE`): zero
+/// drops in fewer than 299 overflows say nothing, and the run is 125 "not
+/// enough overflows" (in every mode, and in a replay of its stream).
+pub const MIN_EVIDENCE_RATE: f64 = 0.01;
+
 /// At most this many anomalies are kept in run.json (all are counted, and
 /// anomalies.csv has every one).
 pub const MAX_RECORDED_ANOMALIES: usize = 1_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// No dropped interrupt, and every window could be judged.
@@ -49,8 +55,12 @@ pub enum Verdict {
     Dropped,
     /// We could not judge everything (our failure or a broken witness).
     Inconclusive,
-    /// Stopped by SIGINT/SIGTERM: what was measured is complete but partial.
+    /// Stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE): what
+    /// was measured is complete but partial.
     Interrupted,
+    /// No verdict: the run is still going, was killed (SIGKILL, a second
+    /// Ctrl-C), or could not start (then run.json has `setup_failure`).
+    Incomplete,
 }
 
 /// Delta distribution summary (events, or ns for software clocks).
@@ -208,6 +218,9 @@ pub struct RunResults {
     pub warnings: Vec<String>,
     /// Why the verdict is inconclusive, if it is.
     pub inconclusive_because: Vec<String>,
+    /// Files a failed write left short (cut back to their last complete
+    /// line): what they hold is true but not everything.
+    pub partial_files: Vec<String>,
     pub verdict: Verdict,
     pub exit_status: i32,
 }
@@ -527,10 +540,44 @@ impl RunResults {
             anomalies_not_recorded,
             warnings,
             inconclusive_because: inconclusive,
+            partial_files: Vec::new(),
             verdict,
             exit_status,
         }
     }
+
+    /// Names files a failed write left short; a verdict that was clean
+    /// can no longer be trusted as such (125).
+    /// Results that could not all be saved (`why`): drops seen are real
+    /// even if a file is short, and an interruption keeps its status;
+    /// anything else cannot be trusted as clean. Once per reason.
+    pub fn mark_unsaved(&mut self, why: String) {
+        if !matches!(self.verdict, Verdict::Dropped | Verdict::Interrupted) {
+            self.verdict = Verdict::Inconclusive;
+            self.exit_status = EXIT_CANNOT_TEST;
+        }
+        if !self.inconclusive_because.contains(&why) {
+            self.inconclusive_because.push(why);
+        }
+    }
+
+    pub fn mark_partial(&mut self, files: Vec<String>) {
+        if self.verdict == Verdict::Clean {
+            self.verdict = Verdict::Inconclusive;
+            self.exit_status = EXIT_CANNOT_TEST;
+        }
+        self.inconclusive_because.push(format!(
+            "results could not all be written: {} cut back to the last complete line",
+            files.join(", ")
+        ));
+        self.partial_files = files;
+    }
+}
+
+/// How many overflows with no drop make a run "clean": enough to bound the
+/// dropped rate below `MIN_EVIDENCE_RATE` at `CONFIDENCE` (299).
+pub fn overflows_needed() -> u64 {
+    crate::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
 }
 
 /// Why the judged stream itself makes a run inconclusive (the same words
@@ -542,6 +589,14 @@ pub fn stream_reasons(
     software: bool,
 ) -> Vec<String> {
     let mut reasons = Vec::new();
+    let needed = overflows_needed();
+    if i.dropped == 0 && i.overflows < needed {
+        reasons.push(format!(
+            "not enough overflows: {} measured, {needed} needed to bound the dropped rate below {MIN_EVIDENCE_RATE} at {:.0}% confidence; run longer",
+            i.overflows,
+            CONFIDENCE * 100.0
+        ));
+    }
     if i.ambiguous > 0 {
         reasons.push(format!(
             "{} {} fit both a lost interrupt and one a period late (chance coincidences expected: {:.2}); not counted as dropped",
@@ -591,4 +646,36 @@ fn ordinal(n: u64) -> String {
 
 fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
     if n == 1 { one } else { many }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reasons(overflows: u64, dropped: u64) -> Vec<String> {
+        let i = InterruptTotals {
+            overflows,
+            dropped,
+            samples: overflows - dropped,
+            on_time: overflows - dropped,
+            ..InterruptTotals::default()
+        };
+        stream_reasons(&i, &DeliveryTotals::default(), 0.0, true)
+    }
+
+    /// 0.99^299 = 0.0495 <= 0.05 < 0.99^298: 299 overflows without a drop
+    /// bound the rate below 1% at 95%, 298 do not.
+    #[test]
+    fn a_clean_verdict_needs_299_overflows() {
+        assert_eq!(overflows_needed(), 299);
+        assert_eq!(
+            reasons(298, 0),
+            [
+                "not enough overflows: 298 measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer"
+            ]
+        );
+        assert!(reasons(299, 0).is_empty());
+        // A drop is a drop however short the run.
+        assert!(reasons(9, 1).is_empty());
+    }
 }

@@ -72,7 +72,7 @@ pub enum StopReason {
     Duration,
     Interrupts,
     Anomalies,
-    /// SIGINT or SIGTERM (the signal number).
+    /// SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGPIPE (the signal number).
     Signal(i32),
     /// Every worker stopped on its own (watchdog or setup).
     WorkersGone,

@@ -355,6 +355,17 @@ pub unsafe fn record_sigio<K: HandlerKernel>(k: &K) {
 
 /// The realtime signal the workers use: SIGRTMIN()+1, taken at run time
 /// because glibc reserves the first few for itself.
+/// Whether `sig` is ignored (SIG_IGN) in this process, as `nohup` leaves
+/// SIGHUP: such a signal is left ignored rather than handled.
+pub fn is_ignored(sig: libc::c_int) -> bool {
+    // SAFETY: a zeroed sigaction is a valid value to be written over, and
+    // sigaction with a null new action only reads the current disposition.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
 pub fn overflow_signal() -> libc::c_int {
     libc::SIGRTMIN() + 1
 }

@@ -49,19 +49,43 @@ fn a_run_cut_short_is_never_good() {
     );
 }
 
+/// The recorded arm64 run without pseudo-NMI: 72 dropped of 14918.
+const BAD_RUN: &str = "tests/fixtures/qemu/nopnmi-migrate";
+
 #[test]
 fn baseline_takes_the_rate_from_a_bad_run() {
-    let (code, stdout, r) = bisect(&[
-        "--baseline",
-        "tests/fixtures/results/task-clock-injected",
-        "--inject-drop-every",
-        "40",
-    ]);
+    let (code, stdout, r) = bisect(&["--baseline", BAD_RUN, "--inject-drop-every", "40"]);
     assert_eq!(code, Some(1), "{stdout}");
     let source = r["config"]["bisect"]["bad_rate_source"].as_str().unwrap();
-    assert!(source.contains("task-clock-injected"), "{source}");
+    assert!(
+        source.contains("nopnmi-migrate: 72 dropped in 14918 overflows"),
+        "{source}"
+    );
     let needed = u64_at(&r, "/config/bisect/overflows_needed");
-    assert!((1..1000).contains(&needed), "{needed}");
+    assert!((1..2000).contains(&needed), "{needed}");
+}
+
+/// A self-test's drops are injected, and a killed run has no counts:
+/// neither defines a bad rate (both were taken, the killed one refused
+/// only for "no dropped interrupt").
+#[test]
+fn a_self_test_or_a_killed_run_is_no_baseline() {
+    for (dir, why) in [
+        (
+            "tests/fixtures/results/task-clock-injected",
+            "is a self-test",
+        ),
+        ("tests/fixtures/bad-results/killed", "did not finish"),
+    ] {
+        let o = run(&["run", "--event", "task-clock", "--baseline", dir]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("--baseline") && stderr.contains(dir) && stderr.contains(why),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

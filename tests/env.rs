@@ -42,7 +42,7 @@ fn every_run_prints_the_verdict_first_and_embeds_the_fingerprint() {
         "--workers",
         "1",
         "--interrupts",
-        "50",
+        "400",
         "--out",
         out_dir.to_str().unwrap(),
     ]);

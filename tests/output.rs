@@ -71,7 +71,8 @@ fn a_disk_too_small_for_the_verdict_is_refused_before_measuring() {
         return;
     };
     let (code, stderr) = run_into(&disk.path.join("r"), &["--duration", "1s"]);
-    assert_eq!(code, Some(2), "{stderr}");
+    // A full disk is this machine's state, not a usage error: 125.
+    assert_eq!(code, Some(125), "{stderr}");
     assert!(
         stderr.contains("--out") && stderr.contains("reserve"),
         "{stderr}"
@@ -103,4 +104,28 @@ fn a_disk_that_fills_up_mid_run_stops_it_and_keeps_the_verdict() {
     );
     let csv = std::fs::read_to_string(out.join("anomalies.csv")).unwrap();
     assert!(csv.starts_with("worker,"));
+    // What the full disk left is complete or marked partial: deltas.csv
+    // holds whole rows, each once and in order (a retried buffer used to
+    // duplicate rows and leave a partial last one), and run.json says it
+    // is partial.
+    let deltas = std::fs::read_to_string(out.join("deltas.csv")).unwrap();
+    assert!(deltas.ends_with('\n'), "partial last row");
+    let mut last: std::collections::HashMap<u64, u64> = Default::default();
+    for line in deltas.lines().skip(1) {
+        let f: Vec<u64> = line.split(',').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(f.len(), 5, "{line}");
+        let prev = last.insert(f[0], f[1]);
+        assert!(
+            prev.is_none_or(|p| f[1] > p),
+            "duplicated or out of order: {line}"
+        );
+    }
+    let partial = r["partial_files"].to_string();
+    assert!(partial.contains("deltas.csv"), "{r:#}");
+    // raw.csv.gz ends with a whole gzip member, and a whole line.
+    let gz = std::fs::File::open(out.join("raw.csv.gz")).unwrap();
+    let mut raw = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(gz), &mut raw)
+        .expect("raw.csv.gz is whole gzip members");
+    assert!(raw.ends_with('\n'), "partial last row in raw.csv.gz");
 }

@@ -5,7 +5,9 @@ mod util;
 
 mod bad_input;
 mod bisect;
+mod cli_properties;
 mod completions;
+mod contract;
 mod env;
 mod interrupt;
 mod matrix;

@@ -10,7 +10,6 @@ A missing or unreadable file is a fact worth recording, not an error: it becomes
 a [`Sourced`] with no value and a source that says what happened.
 */
 
-use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -112,11 +111,20 @@ impl Root {
         }
     }
 
+    /// A regular file's first `MAX_FILE_BYTES`. Anything else (a FIFO, a
+    /// device, a socket planted in a --root tree) is refused: opened
+    /// without waiting (O_NONBLOCK) and never read, so it cannot hang us.
     pub fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(self.path(rel))?;
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
         let mut buf = Vec::new();
-        File::open(self.path(rel))?
-            .take(MAX_FILE_BYTES)
-            .read_to_end(&mut buf)?;
+        file.take(MAX_FILE_BYTES).read_to_end(&mut buf)?;
         Ok(buf)
     }
 
@@ -173,5 +181,20 @@ mod tests {
             .parse(|v| v.parse::<i64>().ok());
         assert!(n.source.starts_with("unparsable: /proc/cmdline"));
         assert!(Root::new(Path::new("/")).is_live());
+    }
+
+    #[test]
+    fn a_fifo_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("proc")).expect("mkdir");
+        let fifo = dir.path().join("proc/cmdline");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfifo is not available");
+            return;
+        }
+        let s = Root::new(dir.path()).read_value("proc/cmdline");
+        assert_eq!(s.value, None);
+        assert_eq!(s.source, "unreadable: /proc/cmdline: not a regular file");
     }
 }
