@@ -159,6 +159,29 @@ pub struct InterruptEvent {
     pub injected: bool,
 }
 
+impl InterruptEvent {
+    /// The event a sample makes, once its kind and lateness are known.
+    fn of_sample(
+        time_ns: u64,
+        cpu: u32,
+        count: u64,
+        prev_count: Option<u64>,
+        injected: bool,
+    ) -> impl Fn(InterruptEventKind, Option<u64>) -> InterruptEvent + Copy {
+        move |kind, lateness| InterruptEvent {
+            kind,
+            time_ns,
+            cpu,
+            count,
+            prev_count,
+            overflows: 1,
+            stop_count: None,
+            lateness,
+            injected,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InterruptEventKind {
     Dropped,
@@ -303,17 +326,7 @@ impl InterruptJudge {
         let p = self.cfg.period;
         let skid = self.cfg.interrupt_skid;
         let prev = self.prev_count;
-        let event = |kind, lateness| InterruptEvent {
-            kind,
-            time_ns,
-            cpu,
-            count,
-            prev_count: prev,
-            overflows: 1,
-            stop_count: None,
-            lateness,
-            injected,
-        };
+        let event = InterruptEvent::of_sample(time_ns, cpu, count, prev, injected);
         // What the hypotheses claimed so far, should none explain this one.
         let before: Vec<Tally> = if self.hyps.len() > 1 {
             self.hyps.iter().map(|h| h.tally.clone()).collect()
@@ -738,17 +751,11 @@ impl InterruptJudge {
         let p = self.cfg.period;
         let prev = self.prev_count;
         let mut t = Tally::default();
-        t.claim(Class::OnTime, injected, |kind, lateness| InterruptEvent {
-            kind,
-            time_ns,
-            cpu,
-            count,
-            prev_count: prev,
-            overflows: 1,
-            stop_count: None,
-            lateness,
+        t.claim(
+            Class::OnTime,
             injected,
-        });
+            InterruptEvent::of_sample(time_ns, cpu, count, prev, injected),
+        );
         if let Some(prev) = prev {
             // The hrtimer fires a period of task time apart; a gap of k
             // periods is k - 1 periods it skipped.
