@@ -419,11 +419,11 @@ fn reset_mode_exact_stops() {
     );
 }
 
-/// Reset mode: the records place the due point after a reset only within
-/// the handler slack, so a final DISABLE inside that range fits "pending,
-/// lost there" and "not yet due" alike. Seed 176 ends at count 10,058 after
-/// its last reset (the due point is placed in [10,000, 11,000]) with the
-/// overflow pending: the judge's one ambiguous overflow must be in the budget.
+/// Reset mode: seed 176 ends at count 10,058 after its last reset with the
+/// overflow (due at 10,000) pending at the final DISABLE. Today's handler
+/// restarts exactly at the reset, so that is a drop; with the handler
+/// before, the records placed the due point only in [10,000, 11,000], and
+/// "pending, lost there" and "not yet due" fit alike: ambiguous.
 #[test]
 fn final_stop_within_the_reset_slack() {
     let mut cfg = ModelConfig::new(10_000, Mode::Reset, 20);
@@ -442,9 +442,29 @@ fn final_stop_within_the_reset_slack() {
     ));
     assert_eq!(g.truth.lost_at_final, 1, "{:?}", g.truth);
     let v = judge(&cfg, &g);
-    assert_eq!(v.interrupts.ambiguous, 1, "{v:?}");
-    assert_eq!(ambiguity_budget(&g.truth), 1, "{:?}", g.truth);
+    // Today's handler restarts the event exactly at the reset: the due
+    // point is exactly 10,000 and the final DISABLE found it pending.
+    assert_eq!(
+        (v.interrupts.dropped, v.interrupts.ambiguous),
+        (1, 0),
+        "{v:?}"
+    );
     both(&cfg, &g, &v).unwrap();
+    // The handler before placed the restart anywhere in its slack
+    // ([10,000, 11,000]): pending or not yet due, both fit.
+    let mut old = cfg.judge_config();
+    old.restart_at_reset = false;
+    let mut j = WorkerJudge::new(0, old);
+    let (mut w, mut a) = (Vec::new(), Vec::new());
+    for o in &g.observations {
+        j.observe(o, &mut w, &mut a);
+    }
+    let v = j.verdict();
+    assert_eq!(
+        (v.interrupts.dropped, v.interrupts.ambiguous),
+        (0, 1),
+        "{v:?}"
+    );
 }
 
 /// Free mode, user-mode counting, every stop recorded with its count: one
@@ -726,7 +746,10 @@ fn a_ring_gap_after_a_stop_that_lost_and_re_based() {
 /// moved the whole range a period on and found 20,800 unexplained.)
 #[test]
 fn a_ring_gap_splits_a_due_range_at_its_last_due_point() {
-    let cfg = ModelConfig::new(10_000, Mode::Reset, 0);
+    let mut cfg = ModelConfig::new(10_000, Mode::Reset, 0);
+    // The handler before rr-style re-arming: the restart anywhere in the
+    // slack after the RESET.
+    cfg.reset_gap = 30;
     let v = judge_stream(
         &cfg,
         vec![

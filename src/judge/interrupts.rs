@@ -714,10 +714,11 @@ impl InterruptJudge {
         };
         self.stop_at(time_ns, u32::MAX, stop);
         let p = self.cfg.period;
+        let restart_slack = if self.cfg.restart_at_reset { 0 } else { slack };
         for h in &mut self.hyps {
             h.due = Due {
                 lo: p,
-                hi: p + slack,
+                hi: p + restart_slack,
             };
         }
         self.settle();

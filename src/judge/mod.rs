@@ -70,6 +70,13 @@ pub struct JudgeConfig {
     pub stop_slack: u64,
     /// Reset mode: see `HANDLER_SLACK`.
     pub handler_slack: u64,
+    /// Reset mode: the handler re-arms rr's way (DISABLE, RESET, PERIOD,
+    /// ENABLE), so nothing counts between the reset and the restart and
+    /// the next due point is exactly a period after the reset. Runs
+    /// recorded before (RESET, PERIOD on a running event; false in their
+    /// run.json) placed the restart anywhere in the handler's slack.
+    #[serde(default)]
+    pub restart_at_reset: bool,
 }
 
 impl JudgeConfig {
@@ -87,6 +94,7 @@ impl JudgeConfig {
             // the stop's, so the judge follows both explanations.
             stop_slack: period - 1,
             handler_slack: HANDLER_SLACK,
+            restart_at_reset: true,
         }
     }
 }

@@ -150,6 +150,10 @@ impl ModelConfig {
         cfg.include_kernel = self.include_kernel;
         cfg.stop_slack = self.stop_slack;
         cfg.inject_drop_every = self.inject_drop_every;
+        // Without a gap between RESET and PERIOD the model is today's
+        // handler (DISABLE, RESET, PERIOD, ENABLE): the restart is at the
+        // reset. With one, it is the handler before, and so is the judge.
+        cfg.restart_at_reset = self.reset_gap == 0;
         cfg
     }
 }
@@ -822,7 +826,12 @@ impl Sim<'_> {
         self.due = stop_at + p;
         // The judge places the restart in [0, handler_slack] after the
         // RESET (counting kernel mode, the stop's slack more).
-        (self.jlo, self.jhi) = (reset_at + p, reset_at + p + self.handler_slack());
+        let restart_slack = if self.cfg.reset_gap == 0 {
+            0
+        } else {
+            self.handler_slack()
+        };
+        (self.jlo, self.jhi) = (reset_at + p, reset_at + p + restart_slack);
         // The reset re-arms every grid the judge follows, a moved one too;
         // stops the throttled witness misses from here move it again.
         self.unknown_lo = self.witness_throttled.then_some(self.jlo);

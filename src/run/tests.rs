@@ -404,16 +404,18 @@ fn an_overflow_lost_at_a_switch_is_a_dropped_interrupt_in_reset_mode() {
     let rearms = log.calls.iter().filter(|c| **c == Call::Disarm(PERIOD));
     assert_eq!(rearms.count(), 10);
 
-    // The re-armed due point is known only within the handler's slack
-    // (1000 events): a stop 500 events past it may have found the
-    // overflow pending or not yet due, and the judge says so.
+    // The handler restarts the event exactly at its reset (DISABLE,
+    // RESET, PERIOD, ENABLE), so the due point is exact: a stop even 500
+    // events past it found the overflow pending, a drop and nothing
+    // ambiguous. (Before, the restart was anywhere in the handler's 1000
+    // events of slack, and this was ambiguous.)
     let out = run_fake(&cfg, with_a_loss(500), &no_stop);
     let r = &out.results;
-    assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Dropped, 1));
     let t = &r.totals;
     assert_eq!(
         (t.dropped_interrupts, t.ambiguous, t.accounted_overflows),
-        (0, 1, 11)
+        (1, 0, 11)
     );
 }
 
