@@ -801,31 +801,10 @@ impl InterruptJudge {
         // before the stop with its sample in the gap (the grid kept). Only
         // the second was followed: after a restart that re-based, every due
         // point after the gap was off and a later sample fit no hypothesis.
-        let mut hyps = Vec::with_capacity(self.hyps.len() * 2);
-        for mut h in std::mem::take(&mut self.hyps) {
-            if let Some((lo, hi)) = h.pending_stop.take() {
-                let mut lost = h.clone();
-                let stop = Stop {
-                    lo,
-                    hi,
-                    kind: StopKind::Switch,
-                };
-                let event = InterruptEvent {
-                    kind: InterruptEventKind::Dropped,
-                    time_ns,
-                    cpu: u32::MAX,
-                    count: lo,
-                    prev_count: self.prev_count,
-                    overflows: 1,
-                    stop_count: Some(lo),
-                    lateness: None,
-                    injected: false,
-                };
-                lose_at_stop(&mut lost, p, stop, event);
-                hyps.push(lost);
-            }
-            hyps.push(h);
-        }
+        let hyps =
+            resolve_pending_stops(std::mem::take(&mut self.hyps), p, self.prev_count, |_| {
+                time_ns
+            });
         let mut record_lost = 0;
         for mut h in hyps {
             if h.due.unknown() || last < h.due.lo {
@@ -942,32 +921,9 @@ impl InterruptJudge {
             // state left the grid a period behind (a later sample then fit
             // no hypothesis) and the loss uncounted.
             let p = self.cfg.period;
-            let mut resolved = Vec::with_capacity(merged.len() * 2);
-            for mut h in merged {
-                if let Some((lo, hi)) = h.pending_stop.take() {
-                    let mut lost = h.clone();
-                    let stop = Stop {
-                        lo,
-                        hi,
-                        kind: StopKind::Switch,
-                    };
-                    let event = InterruptEvent {
-                        kind: InterruptEventKind::Dropped,
-                        time_ns: lost.tally.events.last().map_or(0, |e| e.time_ns),
-                        cpu: u32::MAX,
-                        count: lo,
-                        prev_count: self.prev_count,
-                        overflows: 1,
-                        stop_count: Some(lo),
-                        lateness: None,
-                        injected: false,
-                    };
-                    lose_at_stop(&mut lost, p, stop, event);
-                    resolved.push(lost);
-                }
-                resolved.push(h);
-            }
-            let merged_in = resolved;
+            let merged_in = resolve_pending_stops(merged, p, self.prev_count, |h| {
+                h.tally.events.last().map_or(0, |e| e.time_ns)
+            });
             let lo = merged_in.iter().map(|h| h.due.lo).min().unwrap_or(0);
             let hi = merged_in.iter().map(|h| h.due.hi).max().unwrap_or(u64::MAX);
             let t = combine(merged_in.into_iter().map(|h| h.tally).collect());
@@ -1084,6 +1040,44 @@ fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: InterruptEvent) {
             hi: stop.hi.saturating_add(p),
         };
     }
+}
+
+/// Each hypothesis with an overflow pending at a stop, followed both ways:
+/// lost there (the restart re-arms by rule 1 or 2), and taken before the
+/// stop finished (kept as it is, the pending state dropped). `time_ns`
+/// dates the drop of the lost branch.
+fn resolve_pending_stops(
+    hyps: Vec<Hypothesis>,
+    p: u64,
+    prev_count: Option<u64>,
+    time_ns: impl Fn(&Hypothesis) -> u64,
+) -> Vec<Hypothesis> {
+    let mut out = Vec::with_capacity(hyps.len() * 2);
+    for mut h in hyps {
+        if let Some((lo, hi)) = h.pending_stop.take() {
+            let mut lost = h.clone();
+            let stop = Stop {
+                lo,
+                hi,
+                kind: StopKind::Switch,
+            };
+            let event = InterruptEvent {
+                kind: InterruptEventKind::Dropped,
+                time_ns: time_ns(&lost),
+                cpu: u32::MAX,
+                count: lo,
+                prev_count,
+                overflows: 1,
+                stop_count: Some(lo),
+                lateness: None,
+                injected: false,
+            };
+            lose_at_stop(&mut lost, p, stop, event);
+            out.push(lost);
+        }
+        out.push(h);
+    }
+    out
 }
 
 /// The tallies of hypotheses that reached the same state: what they all
