@@ -180,7 +180,7 @@ pub fn accounting(i: &InterruptTotals, d: &DeliveryTotals, implied: &str) -> Str
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "interrupts: {} overflows = {} interrupts ({} on time, {} late{}, {} a period or more late, {} unexplained) + {} dropped ({} injected, {} at the final stop) + {} ambiguous + {} in ring gaps{implied}",
+        "interrupts: {} overflows = {} interrupts ({} on time, {} late{}, {} a period or more late, {}{} unexplained) + {} dropped ({} injected, {} at the final stop) + {} ambiguous + {} in ring gaps{implied}",
         i.overflows,
         i.samples,
         i.on_time,
@@ -191,6 +191,16 @@ pub fn accounting(i: &InterruptTotals, d: &DeliveryTotals, implied: &str) -> Str
             String::new()
         },
         i.rebased_in_handler,
+        if i.count_wraps > 0 {
+            format!(
+                "{} first after a count wrap ({} {}), ",
+                i.after_count_wrap,
+                i.count_wraps,
+                if i.count_wraps == 1 { "wrap" } else { "wraps" }
+            )
+        } else {
+            String::new()
+        },
         i.unexplained,
         i.dropped,
         i.injected,

@@ -71,6 +71,8 @@ struct Classes {
     rebased: u64,
     late_or_on_time: u64,
     rebased_or_late: u64,
+    /// First after a count wrap: the judge anchors the grid on them.
+    after_wrap: u64,
 }
 
 fn classes(cfg: &ModelConfig, g: &Generated) -> Classes {
@@ -78,6 +80,10 @@ fn classes(cfg: &ModelConfig, g: &Generated) -> Classes {
     for (i, s) in g.samples.iter().enumerate() {
         let n = cfg.inject_drop_every;
         if n > 0 && (i as u64 + 1).is_multiple_of(n) {
+            continue;
+        }
+        if s.after_wrap {
+            c.after_wrap += 1;
             continue;
         }
         match s.taken {
@@ -106,6 +112,7 @@ fn check_classes(
         i.on_time + i.late + i.rebased_in_handler == c.on_time + c.late + c.rebased,
         "{i:?} vs {c:?}"
     );
+    require!(i.after_count_wrap == c.after_wrap, "{i:?} vs {c:?}");
     // Whatever the ambiguity, the driver's re-bases in the handler lie
     // between the certain ones and those some explanation has.
     require!(
@@ -281,6 +288,7 @@ fn ambiguity_budget(t: &Truth) -> u64 {
         + t.stops_unknown
         + t.intervals_unwitnessed
         + t.overflows_after_unknown_stop
+        + t.stops_after_wrap
 }
 
 /// The interrupt verdict: exact where the stream has one explanation,
@@ -291,6 +299,12 @@ fn interrupts(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(),
     let c = classes(cfg, g);
     let a = i.ambiguous;
     require!(i.unexplained == 0, "{}", i.unexplained);
+    require!(
+        i.count_wraps == t.count_wraps,
+        "{} vs {}",
+        i.count_wraps,
+        t.count_wraps
+    );
     require!(a <= ambiguity_budget(t), "{a} vs {t:?}");
     require!(
         i.samples == t.samples - t.injected,
@@ -481,6 +495,39 @@ fn free_mode_exact_stops() {
         },
         |cfg, g, v| {
             require!(ambiguity_budget(&g.truth) == 0, "{:?}", g.truth);
+            both(cfg, g, v)
+        },
+    );
+}
+
+/// Pseudo-NMI races that wrap the count by 2^32 at a stop: every wrap
+/// found, the grid anchored again on the next sample, nothing called
+/// dropped that was not; only the stops between a wrap and that sample are
+/// open.
+#[test]
+fn count_wraps() {
+    property(
+        "count_wraps",
+        |rng, n| {
+            let mode = if rng.bool() { Mode::Free } else { Mode::Reset };
+            let mut cfg = draw_common(rng, mode, n);
+            cfg.pnmi = true;
+            cfg.count_wrap = [0.01, 0.1, 0.5][rng.usize(0..3)];
+            cfg.stop_near_due = [0.3, 0.9][rng.usize(0..2)];
+            cfg.stops_per_period = [0.3, 1.0, 3.0][rng.usize(0..3)];
+            if rng.bool() {
+                cfg.include_kernel = true;
+                cfg.stop_slack = [1, 50, cfg.period / 20][rng.usize(0..3)].max(1);
+            }
+            cfg.signals_queue = rng.bool();
+            cfg
+        },
+        |cfg, g, v| {
+            require!(
+                g.truth.count_wraps > 0 || g.truth.nmi_at_stop == 0,
+                "no wrap in {:?}",
+                g.truth
+            );
             both(cfg, g, v)
         },
     );
@@ -929,4 +976,97 @@ fn model_times_increase() {
         ));
         let _: &Truth = &g.truth;
     }
+}
+
+/// The count wrap recorded under QEMU with pseudo-NMI (smp4-pnmi,
+/// w2-roundrobin-free-50k-k, worker 0, at 123,984,379; the driver re-based
+/// at 3 restarts and lost nothing), shifted to start at 0: the switch
+/// witness reads 1,414 past the due point at 150,000 plus its own delta
+/// again (the NMI came inside its update); the NMI's sample, nested in the
+/// witness's record, at 150,050; the restart re-bases at 154,050; then
+/// 2^32 + 204,102 and on. One wrap, the next sample the anchor, nothing
+/// dropped, unexplained or ambiguous; the signals' reads carry the wrap too
+/// and are no late signals.
+#[test]
+fn a_count_wrap_at_a_stop_is_taken_out_and_anchors_the_grid() {
+    const WRAP: u64 = 1 << 32;
+    let mut cfg = ModelConfig::new(50_000, Mode::Free, 0);
+    cfg.include_kernel = true;
+    cfg.stop_slack = 2_500;
+    let v = judge_stream(
+        &cfg,
+        vec![
+            sample(1_000, 50_100),
+            signal(1_500, 50_300),
+            sample(2_000, 100_050),
+            signal(2_500, 100_200),
+            stop(3_000, 151_464),
+            sample(3_100, 150_050),
+            signal(4_000, WRAP + 154_500),
+            sample(5_000, WRAP + 204_102),
+            signal(5_500, WRAP + 204_300),
+            sample(6_000, WRAP + 254_060),
+            signal(6_500, WRAP + 254_200),
+            sample(7_000, WRAP + 304_055),
+            signal(7_500, WRAP + 304_200),
+            Observation::Final {
+                time_ns: 8_000,
+                count: Some(WRAP + 304_100),
+            },
+        ],
+    );
+    let i = &v.interrupts;
+    assert_eq!((i.count_wraps, i.after_count_wrap), (1, 1), "{i:?}");
+    assert_eq!((i.unexplained, i.dropped, i.ambiguous), (0, 0, 0), "{i:?}");
+    assert_eq!((i.samples, i.overflows), (6, 6), "{i:?}");
+    // Anchored on 204,102: the next two on its grid, none a period late.
+    assert_eq!((i.on_time, i.rebased_in_handler), (5, 0), "{i:?}");
+    let d = &v.deliveries;
+    assert_eq!((d.late_by_a_period, d.unmatched), (0, 0), "{d:?}");
+    assert_eq!(
+        v.anomalies.get(&pmustress::judge::AnomalyKind::CountWrap),
+        Some(&1)
+    );
+    // The events counted: the wrap taken out of the final count too.
+    assert_eq!(v.final_count, Some(304_100));
+}
+
+/// After a wrap the grid is unknown until a sample anchors it: a stop in
+/// between may have lost an overflow (without pseudo-NMI it would have), so
+/// a gap of two periods across it is ambiguous, never dropped; without the
+/// stop the same gap is an interrupt a period late.
+#[test]
+fn a_stop_between_a_wrap_and_its_anchor_is_ambiguous_not_dropped() {
+    const WRAP: u64 = 1 << 32;
+    let cfg = ModelConfig::new(10_000, Mode::Free, 0);
+    let stream = |with_stop: bool| {
+        let mut s = vec![
+            sample(1_000, 10_000),
+            stop(2_000, 15_000),
+            stop(3_000, WRAP + 17_000),
+        ];
+        if with_stop {
+            s.push(stop(4_000, WRAP + 30_000));
+        }
+        s.push(sample(5_000, WRAP + 37_000));
+        s.push(sample(6_000, WRAP + 47_000));
+        s.push(Observation::Final {
+            time_ns: 7_000,
+            count: Some(WRAP + 47_000),
+        });
+        judge_stream(&cfg, s)
+    };
+    let with = stream(true).interrupts;
+    assert_eq!(
+        (with.count_wraps, with.dropped, with.ambiguous),
+        (1, 0, 1),
+        "{with:?}"
+    );
+    let without = stream(false).interrupts;
+    assert_eq!(
+        (without.count_wraps, without.dropped, without.ambiguous),
+        (1, 0, 0),
+        "{without:?}"
+    );
+    assert_eq!(without.after_count_wrap, 1, "{without:?}");
 }

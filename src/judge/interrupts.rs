@@ -85,9 +85,18 @@ pub struct InterruptTotals {
     /// Samples that fit no driver behaviour (our bug or a kernel we do not
     /// model): the grid was re-anchored on them.
     pub unexplained: u64,
+    /// Times the kernel's count jumped by 2^32 (`wrap`): its update raced
+    /// the overflow NMI, and the driver's next re-arm re-based the period,
+    /// in the handler or at a restart (the records do not say which).
+    #[serde(default)]
+    pub count_wraps: u64,
+    /// The first sample after each count wrap: the re-base erased its due
+    /// point, so its lateness is unknown; the grid is anchored on it.
+    #[serde(default)]
+    pub after_count_wrap: u64,
     /// Every overflow accounted for once: samples + dropped + ambiguous +
     /// record_lost, where samples = on_time + late + rebased_in_handler +
-    /// unexplained. A due point the final count passed is judged at the
+    /// after_count_wrap + unexplained. A due point the final count passed is judged at the
     /// final stop like at any stop, so none is left over.
     pub overflows: u64,
 }
@@ -114,6 +123,8 @@ impl InterruptTotals {
             witness_throttled,
             timer_skips,
             unexplained,
+            count_wraps,
+            after_count_wrap,
             overflows,
         } = o;
         self.samples += samples;
@@ -135,6 +146,8 @@ impl InterruptTotals {
         self.witness_throttled += witness_throttled;
         self.timer_skips += timer_skips;
         self.unexplained += unexplained;
+        self.count_wraps += count_wraps;
+        self.after_count_wrap += after_count_wrap;
         self.overflows += overflows;
     }
 }
@@ -192,6 +205,8 @@ pub enum InterruptEventKind {
     RecordsLost,
     TimerSkip,
     Unexplained,
+    /// The kernel's count jumped by 2^32 (`wrap`).
+    CountWrap,
 }
 
 /// Where the next overflow is due: somewhere in [lo, hi]; exact when
@@ -264,6 +279,10 @@ pub struct InterruptJudge {
     witness_throttled: bool,
     /// A LOST record since the last sample.
     ring_gap: bool,
+    /// After a count wrap, until the next sample anchors the grid again:
+    /// the stops since that may have found an overflow pending (the driver
+    /// re-based at one of its re-arms there, so no due point is known).
+    wrap_stops: Option<u64>,
     /// Settled events not yet taken by the caller.
     events: Vec<InterruptEvent>,
 }
@@ -284,6 +303,7 @@ impl InterruptJudge {
             stops_unwitnessed: false,
             witness_throttled: false,
             ring_gap: false,
+            wrap_stops: None,
             events: Vec::new(),
         }
     }
@@ -321,6 +341,10 @@ impl InterruptJudge {
         }
         if std::mem::take(&mut self.ring_gap) {
             self.reanchor_after_ring_gap(time_ns, count);
+        }
+        if let Some(stops) = self.wrap_stops.take() {
+            self.anchor_after_wrap(time_ns, cpu, count, stops, injected);
+            return;
         }
         self.unwitnessed_stops(time_ns, cpu);
         let p = self.cfg.period;
@@ -450,6 +474,19 @@ impl InterruptJudge {
             // due points before it are record_lost, stops unknown).
             // Judging it as any stop claimed drops of overflows whose
             // samples the ring lost.
+            if count.is_none() {
+                self.totals.stops_without_count += 1;
+            }
+            return;
+        }
+        if let Some(stops) = &mut self.wrap_stops {
+            // No due point is known after a wrap: judged at the next sample.
+            // The restart that re-based was at or after the last sample, so
+            // nothing was due before a period past it.
+            let floor = self.prev_count.unwrap_or(0).saturating_add(self.cfg.period);
+            if count.is_none_or(|c| c >= floor) {
+                *stops += 1;
+            }
             if count.is_none() {
                 self.totals.stops_without_count += 1;
             }
@@ -697,6 +734,12 @@ impl InterruptJudge {
             Some(c) if c <= slack && c < read => (c, slack),
             _ => (read, read.saturating_add(slack)),
         };
+        if let Some(stops) = self.wrap_stops.take() {
+            // PERIOD sets period_left to 0: the wrap's damage ends here. The
+            // stops since it, and the PERIOD's own, may each have lost an
+            // overflow on the grid nobody knows.
+            self.wrap_unknown_losses(time_ns, stops + 1, last_sample, hi);
+        }
         if self.ring_gap {
             // A LOST record since the last sample: the overflows due by the
             // PERIOD may have had their samples in the gap (the PERIOD
@@ -734,6 +777,12 @@ impl InterruptJudge {
                 // A LOST record since the last sample: the overflows due
                 // by the end may have had their samples in the gap.
                 self.ring_gap_up_to(time_ns, count);
+            }
+            if let Some(stops) = self.wrap_stops.take() {
+                // The final DISABLE too may have found an overflow pending.
+                self.wrap_unknown_losses(time_ns, stops + 1, self.prev_count, count);
+                self.settle_all();
+                return;
             }
             // Stops the witness missed since the last sample come first:
             // one may have lost the overflow this stop would find pending.
@@ -833,6 +882,112 @@ impl InterruptJudge {
         }
         self.totals.record_lost += record_lost;
         self.totals.overflows += record_lost;
+    }
+
+    /// The kernel's count jumped by 2^32 here (`wrap`; the counts from
+    /// here are unwrapped). The driver's `period_left` dropped as far, so
+    /// its next re-arm re-based: at the restart after the stop whose update
+    /// wrapped, or in the next interrupt. Either way the grid is lost until
+    /// the next sample anchors it; nothing is lost by the wrap itself.
+    pub fn count_wrap(&mut self, time_ns: u64, cpu: u32) {
+        self.totals.count_wraps += 1;
+        self.events.push(InterruptEvent {
+            kind: InterruptEventKind::CountWrap,
+            time_ns,
+            cpu,
+            count: self.prev_count.unwrap_or(0),
+            prev_count: self.prev_count,
+            overflows: 0,
+            stop_count: None,
+            lateness: None,
+            injected: false,
+        });
+        if self.cfg.software || self.wrap_stops.is_some() {
+            return;
+        }
+        // An overflow pending at a stop before the wrap: lost there, or
+        // taken before it (what the hypotheses disagree on is ambiguous).
+        let p = self.cfg.period;
+        let hyps =
+            resolve_pending_stops(std::mem::take(&mut self.hyps), p, self.prev_count, |_| {
+                time_ns
+            });
+        let t = combine(hyps.into_iter().map(|h| h.tally).collect());
+        self.commit(t);
+        self.hyps = vec![Hypothesis {
+            due: Due {
+                lo: 0,
+                hi: u64::MAX,
+            },
+            pending_stop: None,
+            tally: Tally::default(),
+        }];
+        self.wrap_stops = Some(0);
+    }
+
+    /// The first sample after a count wrap, with `stops` recorded since: the
+    /// grid is anchored on it as on an unexplained one (its due point at
+    /// most a period back; or it re-based and the next is a period on).
+    fn anchor_after_wrap(
+        &mut self,
+        time_ns: u64,
+        cpu: u32,
+        count: u64,
+        stops: u64,
+        injected: bool,
+    ) {
+        let prev = self.prev_count;
+        // Stops the witness missed (throttled, or in a ring gap) count too.
+        let unwitnessed = std::mem::take(&mut self.stops_unwitnessed) || self.witness_throttled;
+        let stops = stops + u64::from(unwitnessed);
+        self.wrap_unknown_losses(time_ns, stops, prev, count.saturating_sub(1));
+        if injected {
+            self.totals.dropped += 1;
+            self.events
+                .push(InterruptEvent::of_sample(time_ns, cpu, count, prev, true)(
+                    InterruptEventKind::Dropped,
+                    None,
+                ));
+        } else {
+            self.totals.after_count_wrap += 1;
+        }
+        self.totals.overflows += 1;
+        let p = self.cfg.period;
+        self.hyps = vec![Hypothesis {
+            due: Due {
+                lo: count.saturating_add(1),
+                hi: count.saturating_add(p),
+            },
+            pending_stop: None,
+            tally: Tally::default(),
+        }];
+        self.prev_count = Some(count);
+    }
+
+    /// After a count wrap no due point is known: each of `stops` stops up to
+    /// `until` may have lost an overflow, at most one per period counted
+    /// since the last sample (the re-basing restart was after it). Counted
+    /// ambiguous, never dropped.
+    fn wrap_unknown_losses(&mut self, time_ns: u64, stops: u64, since: Option<u64>, until: u64) {
+        let p = self.cfg.period;
+        let room = until.saturating_sub(since.unwrap_or(0)) / p;
+        let n = stops.min(room);
+        if n == 0 {
+            return;
+        }
+        self.totals.ambiguous += n;
+        self.totals.overflows += n;
+        self.events.push(InterruptEvent {
+            kind: InterruptEventKind::Ambiguous,
+            time_ns,
+            cpu: u32::MAX,
+            count: until,
+            prev_count: since,
+            overflows: n,
+            stop_count: None,
+            lateness: None,
+            injected: false,
+        });
     }
 
     fn unexplained(&mut self, time_ns: u64, cpu: u32, count: u64, prev: Option<u64>) {

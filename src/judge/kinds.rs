@@ -29,13 +29,15 @@ pub enum AnomalyKind {
     UnmatchedSignal,
     /// Kernel records that fit no driver behaviour.
     Unexplained,
+    /// The kernel's count jumped by 2^32: its update raced the overflow NMI.
+    CountWrap,
     /// Our own failure (a counter read failed, a wrong-thread delivery):
     /// never a PMU verdict.
     ToolError,
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 12] = [
+    pub const ALL: [AnomalyKind; 13] = [
         AnomalyKind::DroppedInterrupt,
         AnomalyKind::Ambiguous,
         AnomalyKind::LateInterrupt,
@@ -47,6 +49,7 @@ impl AnomalyKind {
         AnomalyKind::LateSignal,
         AnomalyKind::UnmatchedSignal,
         AnomalyKind::Unexplained,
+        AnomalyKind::CountWrap,
         AnomalyKind::ToolError,
     ];
 
@@ -63,6 +66,7 @@ impl AnomalyKind {
             AnomalyKind::LateSignal => "late-signal",
             AnomalyKind::UnmatchedSignal => "unmatched-signal",
             AnomalyKind::Unexplained => "unexplained",
+            AnomalyKind::CountWrap => "count-wrap",
             AnomalyKind::ToolError => "tool-error",
         }
     }
@@ -102,6 +106,9 @@ impl AnomalyKind {
             }
             AnomalyKind::Unexplained => {
                 "kernel sample records that fit no driver behaviour pmustress models: please report it with raw.csv.gz"
+            }
+            AnomalyKind::CountWrap => {
+                "the kernel's count of the event jumped by 2^32 (its update raced the overflow NMI): counts read there are 2^32 too high; the next re-arm re-based the period; not a lost interrupt"
             }
             AnomalyKind::ToolError => {
                 "pmustress itself failed (a counter read, a wrong-thread delivery): please report it"

@@ -15,7 +15,8 @@ Two judgements that never mix:
 
 `worker` runs both over the stream (`stream`), applies `--inject-drop-every`
 as a filter before judgement, and turns what they found into anomalies
-(`kinds`) with the context a maintainer asks for. `model` is a driver model
+(`kinds`) with the context a maintainer asks for. `wrap` takes the kernel's
+2^32 count jumps (an update racing the overflow NMI) out of every count first. `model` is a driver model
 that generates streams with their ground truth, for the property tests.
 */
 
@@ -25,6 +26,7 @@ pub mod kinds;
 pub mod model;
 pub mod stream;
 pub mod worker;
+pub mod wrap;
 
 use serde::{Deserialize, Serialize};
 

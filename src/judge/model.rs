@@ -29,6 +29,11 @@ the count advances only while the thread runs) under the driver's rules
   a little before the stop; an overflow due in between is pending at the
   stop (interrupts are masked in the scheduler) and lost without
   pseudo-NMI.
+- Count wraps (`count_wrap`, pseudo-NMI only): the NMI that takes an
+  overflow at a context switch raced the witness's read of the count (the
+  ABA of `armpmu_event_update`, see `judge::wrap`): the witness's count is
+  too high by that read's delta, every count from the stop on is 2^32 higher,
+  and the restart re-bases (`period_left` 2^32 low). Nothing is lost.
 - The end: the final DISABLE is a stop; a pending overflow is lost there.
 
 Everything is drawn from one seeded generator: the same config and seed give
@@ -107,6 +112,9 @@ pub struct ModelConfig {
     pub reset_gap: u64,
     /// The judge's `--inject-drop-every`.
     pub inject_drop_every: u64,
+    /// With pseudo-NMI, the probability that an overflow the NMI takes at a
+    /// context switch wraps the count (see the module doc).
+    pub count_wrap: f64,
 }
 
 impl ModelConfig {
@@ -141,6 +149,7 @@ impl ModelConfig {
             sigio: 0.0,
             reset_gap: 0,
             inject_drop_every: 0,
+            count_wrap: 0.0,
         }
     }
 
@@ -246,6 +255,12 @@ pub struct Truth {
     pub signals_of_record_lost: u64,
     /// Sample records in the stream.
     pub samples: u64,
+    /// Count wraps (each re-based the period at its restart).
+    pub count_wraps: u64,
+    /// Recorded stops after a wrap before a sample anchors the grid again,
+    /// and the reset or final DISABLE that may end such a stretch: no due
+    /// point is known there, so each may have lost an overflow for the judge.
+    pub stops_after_wrap: u64,
 }
 
 /// How late an interrupt was taken.
@@ -269,6 +284,9 @@ pub struct Sampled {
     /// (the judge places the restart in [0, handler_slack] events after the
     /// RESET) or a re-base at a stop whose count is a range.
     pub due_spread: u64,
+    /// The first sample after a count wrap: its due point is unknown to the
+    /// judge, which anchors the grid on it.
+    pub after_wrap: bool,
 }
 
 /// A generated stream and what really happened.
@@ -349,6 +367,10 @@ struct Sim<'a> {
     /// The next interrupt's sample is not written (`unthrottle_unwritten`).
     skip_sample: bool,
     end_at: Option<u64>,
+    /// What count wraps added to the kernel's count since the last reset.
+    wrap_offset: u64,
+    /// A wrap since the last sample written.
+    unanchored: bool,
 }
 
 /// Generates one stream.
@@ -382,6 +404,8 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Generated {
         unknown_lo: None,
         skip_sample: false,
         end_at: None,
+        wrap_offset: 0,
+        unanchored: false,
     };
     sim.next_stop = sim.draw_stop();
     sim.run();
@@ -423,6 +447,12 @@ impl Sim<'_> {
 
     fn emit(&mut self, o: Observation) {
         self.out.push(o);
+    }
+
+    /// The kernel's count at absolute count `a`: from the last reset, with
+    /// the wraps since.
+    fn count_at(&self, a: u64) -> u64 {
+        a - self.base + self.wrap_offset
     }
 
     /// A strictly later time.
@@ -569,7 +599,7 @@ impl Sim<'_> {
         };
         self.truth.handled += 1;
         let t = self.tick(2_000);
-        let count = self.a - self.base;
+        let count = self.count_at(self.a);
         let written = if std::mem::take(&mut self.skip_sample) {
             self.truth.unwritten_after_unthrottle += 1;
             // The judge takes it as a ring gap up to the next sample.
@@ -600,9 +630,14 @@ impl Sim<'_> {
                 taken,
                 lateness: late,
                 due_spread: self.jhi - self.jlo,
+                after_wrap: self.unanchored,
             });
         }
-        if taken == Taken::Rebased {
+        if written && std::mem::take(&mut self.unanchored) {
+            // The judge anchors the grid on it: the next due point at most a
+            // period on.
+            (self.jlo, self.jhi) = (self.a + 1, self.a + p);
+        } else if taken == Taken::Rebased {
             (self.jlo, self.jhi) = (self.due, self.due);
         } else {
             self.jlo += p;
@@ -761,7 +796,7 @@ impl Sim<'_> {
             return;
         }
         self.truth.signals += 1;
-        let value = self.a - self.base;
+        let value = self.count_at(self.a);
         if self.cfg.mode == Mode::Free {
             let t = self.tick(2_000);
             self.emit(Observation::Signal {
@@ -798,6 +833,7 @@ impl Sim<'_> {
         for (until, new_frame) in [(reset_at, false), (stop_at, true)] {
             if new_frame {
                 self.base = reset_at;
+                self.wrap_offset = 0;
             }
             loop {
                 match self.pending {
@@ -824,6 +860,10 @@ impl Sim<'_> {
             self.truth.lost_at_period += 1;
         }
         self.due = stop_at + p;
+        if std::mem::take(&mut self.unanchored) {
+            // The PERIOD re-arms from period_left 0: the wrap's damage ends.
+            self.truth.stops_after_wrap += 1;
+        }
         // The judge places the restart in [0, handler_slack] after the
         // RESET (counting kernel mode, the stop's slack more).
         let restart_slack = if self.cfg.reset_gap == 0 {
@@ -868,12 +908,14 @@ impl Sim<'_> {
             });
         }
         // The witness's record.
-        let count = witness - self.base;
+        let count = self.count_at(witness);
         let (slo, shi) = self.stop_range(witness);
         let (p, jlo, jhi) = (self.p(), self.jlo, self.jhi);
         let pending_unsure = jlo <= shi && jhi > slo;
         let rebase_unsure = jlo <= shi && slo < jhi + p && shi >= jlo + p;
         let uncertain = pending_unsure || rebase_unsure;
+        // Where the witness's record is in the stream, if written with a count.
+        let mut witness_at = None;
         if self.witness_suppress > 0 {
             self.truth.stops_unwitnessed += 1;
             self.witness_suppress -= 1;
@@ -910,6 +952,13 @@ impl Sim<'_> {
             if written && !unknown && uncertain {
                 self.truth.stops_uncertain += 1;
             }
+            if written && self.unanchored {
+                self.truth.stops_after_wrap += 1;
+            }
+            if written && !unknown {
+                // The last record out (a LOST record may precede it).
+                witness_at = Some(self.out.len() - 1);
+            }
         }
         // From the witness to the stop (kernel mode counted): interrupts
         // are masked in the scheduler; an overflow due there is pending.
@@ -925,8 +974,14 @@ impl Sim<'_> {
                 self.truth.nmi_at_stop += 1;
                 self.pending = Some(pend);
                 self.a = pend.take.clamp(witness.max(pend.due), at);
+                let taken_at = self.a;
                 self.take();
                 self.a = at;
+                if let Some(k) = witness_at
+                    && self.coin(self.cfg.count_wrap)
+                {
+                    self.wrap(k, taken_at);
+                }
             } else {
                 self.lose(pend, false);
             }
@@ -964,6 +1019,23 @@ impl Sim<'_> {
         } else {
             (self.jlo + p, shi + p)
         };
+    }
+
+    /// The NMI that took the overflow at `taken_at` raced the witness's
+    /// read (the record at `k`): that read counted its delta twice, and the
+    /// stop's update wrapped. The restart re-bases (rule 1).
+    fn wrap(&mut self, k: usize, taken_at: u64) {
+        let p = self.p();
+        let double = self.rng.u64(0..p);
+        let inflated = self.count_at(taken_at) + double;
+        if let Observation::Stop { count, .. } = &mut self.out[k] {
+            *count = Some(inflated);
+        }
+        self.wrap_offset += 1 << 32;
+        self.truth.count_wraps += 1;
+        self.due = self.a + p;
+        self.gap_moved();
+        self.unanchored = true;
     }
 
     /// The grid moved: count it if a ring gap hides it.
@@ -1021,6 +1093,9 @@ impl Sim<'_> {
         if self.jlo <= self.a && self.jhi > self.a {
             self.truth.stops_uncertain += 1;
         }
+        if self.unanchored {
+            self.truth.stops_after_wrap += 1;
+        }
         self.truth.in_flight += self.queue.len() as u64;
         self.flush_ring_gap();
         if self.witness_throttled {
@@ -1029,7 +1104,7 @@ impl Sim<'_> {
         let t = self.tick(100_000);
         self.emit(Observation::Final {
             time_ns: t,
-            count: Some(self.a - self.base),
+            count: Some(self.count_at(self.a)),
         });
     }
 }

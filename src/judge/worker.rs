@@ -20,6 +20,7 @@ use super::deliveries::{DeliveryEvent, DeliveryEventKind, DeliveryJudge, Deliver
 use super::interrupts::{InterruptEvent, InterruptEventKind, InterruptJudge, InterruptTotals};
 use super::kinds::AnomalyKind;
 use super::stream::{Delivery, Observation};
+use super::wrap::Unwrap;
 use super::{ClosedWindow, JudgeConfig, Mode};
 
 /// One anomaly, with everything a maintainer asks about.
@@ -64,6 +65,7 @@ pub struct WorkerVerdict {
     pub cpu_changes: u64,
     /// Moves the migrator reported.
     pub moves: u64,
+    /// The count the final read gave, count wraps taken out.
     pub final_count: Option<u64>,
 }
 
@@ -72,6 +74,8 @@ pub struct WorkerJudge {
     cfg: JudgeConfig,
     interrupts: InterruptJudge,
     deliveries: DeliveryJudge,
+    /// Takes count wraps out of every count before either judge sees it.
+    unwrap: Unwrap,
     /// Samples seen, injected ones included (what the injection counts).
     samples_seen: u64,
     /// Reset mode: the last read, where the handler's PERIOD stops the event.
@@ -95,6 +99,11 @@ impl WorkerJudge {
             cfg,
             interrupts: InterruptJudge::new(cfg),
             deliveries: DeliveryJudge::new(worker, cfg),
+            unwrap: if cfg.software {
+                Unwrap::new(u64::MAX)
+            } else {
+                Unwrap::new(cfg.period)
+            },
             samples_seen: 0,
             last_read: 0,
             last_move: None,
@@ -153,6 +162,7 @@ impl WorkerJudge {
         windows: &mut Vec<ClosedWindow>,
         anomalies: &mut Vec<Anomaly>,
     ) {
+        let obs = &self.unwrapped(obs);
         match *obs {
             Observation::Sample {
                 time_ns,
@@ -208,6 +218,7 @@ impl WorkerJudge {
             }
             Observation::Reset { time_ns } => {
                 if self.cfg.mode == Mode::Reset {
+                    self.unwrap.reset();
                     self.interrupts.reset(time_ns, self.last_read);
                     self.deliveries.reset();
                 }
@@ -224,6 +235,42 @@ impl WorkerJudge {
             }
         }
         self.collect(anomalies);
+    }
+
+    /// `obs` with its count unwrapped (see `wrap`); a new wrap is told to
+    /// the interrupt judge first.
+    fn unwrapped(&mut self, obs: &Observation) -> Observation {
+        let mut o = *obs;
+        let (count, time_ns, cpu) = match &mut o {
+            Observation::Sample {
+                count,
+                time_ns,
+                cpu,
+            }
+            | Observation::Stop {
+                count: Some(count),
+                time_ns,
+                cpu,
+            } => (count, *time_ns, *cpu),
+            Observation::Signal {
+                value,
+                time_ns,
+                cpu,
+                delivery: Delivery::Overflow,
+                ..
+            } => (value, *time_ns, *cpu),
+            Observation::Final {
+                count: Some(count),
+                time_ns,
+            } => (count, *time_ns, u32::MAX),
+            _ => return o,
+        };
+        let (v, wrapped) = self.unwrap.count(*count);
+        *count = v;
+        if wrapped {
+            self.interrupts.count_wrap(time_ns, cpu);
+        }
+        o
     }
 
     /// Overflows accounted for so far, and how many were dropped.
@@ -303,6 +350,7 @@ impl WorkerJudge {
             InterruptEventKind::RecordsLost => AnomalyKind::WitnessLost,
             InterruptEventKind::TimerSkip => AnomalyKind::SoftwareTimerSkip,
             InterruptEventKind::Unexplained => AnomalyKind::Unexplained,
+            InterruptEventKind::CountWrap => AnomalyKind::CountWrap,
         };
         let gap = e.prev_count.map(|p| e.count.saturating_sub(p));
         let cpu = if e.cpu == u32::MAX {
