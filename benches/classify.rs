@@ -6,7 +6,7 @@ pop on the handler's ring, each against a floor measured in the same run:
   grid, deliveries matched, histograms, totals) fed one overflow at a time as
   the controller feeds it (a stop, the sample, the signal), against the floor
   of reading the same deltas (a sum);
-- the ring: `Ring<3>` push + pop (the signal record's three words) against
+- the ring: `Ring<4>` push + pop (the signal record's four words) against
   three relaxed atomic stores and loads into a preallocated slot, the
   memory traffic without the single-producer protocol. (A two-thread
   figure would measure the scheduler here: on 2 busy CPUs producer and
@@ -151,10 +151,10 @@ fn ring(c: &mut Criterion) {
     let (floor, ours) = (Tally::default(), Tally::default());
     let mut group = c.benchmark_group("ring");
     group.throughput(Throughput::Elements(1));
-    let slots: Vec<[AtomicU64; 3]> = (0..16_384)
+    let slots: Vec<[AtomicU64; 4]> = (0..16_384)
         .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
         .collect();
-    group.bench_function("floor_store_load_3_words", |b| {
+    group.bench_function("floor_store_load_4_words", |b| {
         b.iter_custom(|iters| {
             let start = Instant::now();
             for i in 0..iters {
@@ -166,6 +166,7 @@ fn ring(c: &mut Criterion) {
                     slot[0].load(Ordering::Relaxed),
                     slot[1].load(Ordering::Relaxed),
                     slot[2].load(Ordering::Relaxed),
+                    slot[3].load(Ordering::Relaxed),
                 ]);
             }
             let e = start.elapsed();
@@ -173,12 +174,12 @@ fn ring(c: &mut Criterion) {
             e
         })
     });
-    let r = Ring::<3>::with_capacity(16_384);
+    let r = Ring::<4>::with_capacity(16_384);
     group.bench_function("ring_push_pop", |b| {
         b.iter_custom(|iters| {
             let start = Instant::now();
             for i in 0..iters {
-                r.push(black_box([i, i + 1, i + 2]));
+                r.push(black_box([i, i + 1, i + 2, i + 3]));
                 black_box(r.pop());
             }
             let e = start.elapsed();

@@ -273,17 +273,24 @@ pub fn read_count_fd(fd: RawFd) -> io::Result<Option<u64>> {
 /// disabled the event counts nothing and writes no record, so a time taken
 /// now separates every record of the old count from every record of the
 /// new one, however long this thread is held up on the way.
-/// Async-signal-safe (three ioctls).
-pub fn disarm_fd(fd: RawFd, period: u64) -> io::Result<()> {
+///
+/// Returns the count at the DISABLE, read before the RESET: the DISABLE is
+/// where a pending overflow is lost, and while kernel mode counts, the
+/// handler's own read is only a lower bound of it (the kernel's path from
+/// the read to the stop counts too; under QEMU, up to a period).
+/// Async-signal-safe (three ioctls and a read).
+pub fn disarm_fd(fd: RawFd, period: u64) -> io::Result<Option<u64>> {
     // SAFETY: DISABLE and RESET take no pointer; PERIOD takes a pointer to
     // a u64 that lives across the call.
+    unsafe { cvt(sys::ioctls::DISABLE(fd, 0) as libc::c_long)? };
+    let at_stop = read_count_fd(fd)?;
+    // SAFETY: as above.
     unsafe {
-        cvt(sys::ioctls::DISABLE(fd, 0) as libc::c_long)?;
         cvt(sys::ioctls::RESET(fd, 0) as libc::c_long)?;
         let mut p = period;
         cvt(libc::ioctl(fd, sys::bindings::PERIOD as _, &mut p as *mut u64) as libc::c_long)?;
     }
-    Ok(())
+    Ok(at_stop)
 }
 
 /// The kernel's mmap'd record ring of one event: a control page then
@@ -604,8 +611,9 @@ pub trait HandlerKernel {
     fn current_thread(&self) -> libc::pthread_t;
     fn gettid(&self) -> libc::pid_t;
     fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>>;
-    /// Reset mode, first half: DISABLE, RESET and PERIOD (`disarm_fd`).
-    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<()>;
+    /// Reset mode, first half: DISABLE, RESET and PERIOD (`disarm_fd`);
+    /// the count at the DISABLE.
+    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<Option<u64>>;
     /// Reset mode, second half: ENABLE, so the next overflow comes
     /// `period` events from here.
     fn arm(&self, fd: RawFd) -> io::Result<()>;
@@ -739,7 +747,7 @@ impl HandlerKernel for Real {
     }
 
     #[inline(always)]
-    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<()> {
+    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<Option<u64>> {
         disarm_fd(fd, period)
     }
 

@@ -223,6 +223,7 @@ fn signal_observations(rec: SignalRecord, mode: Mode, out: &mut VecDeque<Observa
     if mode == Mode::Reset && rec.delivery == signal::Delivery::Overflow {
         out.push_back(Observation::Reset {
             time_ns: rec.time_ns,
+            count: rec.at_stop,
         });
     }
 }

@@ -5,9 +5,9 @@ Each worker registers a `Slot` (its event fd, its thread id and a preallocated
 ring). The kernel queues one realtime signal per overflow to the worker thread
 with `si_fd` set; `on_overflow` finds the slot by fd in a static table, reads
 the counter with read(2), takes the time and CPU, optionally re-arms (rr's
-reset mode: DISABLE, RESET, PERIOD, time, ENABLE) and pushes one record. It
-allocates nothing, takes no lock, saves errno, and only calls
-async-signal-safe syscalls.
+reset mode: DISABLE, read the count there, RESET, PERIOD, time, ENABLE) and
+pushes one record. It allocates nothing, takes no lock, saves errno, and only
+calls async-signal-safe syscalls.
 
 When the per-user signal queue (RLIMIT_SIGPENDING) is full the kernel falls
 back to plain SIGIO, whose default action kills the process. `on_sigio` keeps
@@ -30,6 +30,8 @@ use crate::ring::Ring;
 pub const MAX_FD: usize = 4096;
 /// The most workers one run may have.
 pub const MAX_WORKERS: usize = 1024;
+/// `at_stop` in a packed record: none (no count is ever this high).
+const NO_COUNT: u64 = u64::MAX;
 
 pub use crate::judge::Delivery;
 
@@ -45,10 +47,13 @@ pub struct SignalRecord {
     /// siginfo si_code: POLL_IN for a plain overflow, POLL_HUP for REFRESH.
     pub si_code: i32,
     pub delivery: Delivery,
+    /// Reset mode: the count at the handler's DISABLE, read before its
+    /// RESET (None: not reset, or the read failed).
+    pub at_stop: Option<u64>,
 }
 
 impl SignalRecord {
-    fn pack(&self) -> [u64; 3] {
+    fn pack(&self) -> [u64; 4] {
         let (kind, extra) = match self.delivery {
             Delivery::Overflow => (0u64, 0u64),
             Delivery::WrongThread => (1, 0),
@@ -59,10 +64,11 @@ impl SignalRecord {
             self.value,
             self.time_ns,
             self.cpu as u64 | ((self.si_code as u16 as u64) << 32) | (kind << 48) | (extra << 56),
+            self.at_stop.unwrap_or(NO_COUNT),
         ]
     }
 
-    fn unpack(w: [u64; 3]) -> SignalRecord {
+    fn unpack(w: [u64; 4]) -> SignalRecord {
         let delivery = match (w[2] >> 48) & 0xff {
             0 => Delivery::Overflow,
             1 => Delivery::WrongThread,
@@ -75,6 +81,7 @@ impl SignalRecord {
             cpu: w[2] as u32,
             si_code: (w[2] >> 32) as u16 as i16 as i32,
             delivery,
+            at_stop: (w[3] != NO_COUNT).then_some(w[3]),
         }
     }
 }
@@ -88,7 +95,7 @@ pub struct Slot {
     thread: libc::pthread_t,
     /// Non-zero in reset mode: the handler re-arms with this period.
     rearm_period: u64,
-    ring: Ring<3>,
+    ring: Ring<4>,
 }
 
 impl Slot {
@@ -281,6 +288,7 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         Err(e) => (0, Delivery::ReadFailed(e.raw_os_error().unwrap_or(0))),
     };
     let mut time_ns = time_ns;
+    let mut at_stop = None;
     let rearm = slot.rearm_period != 0 && delivery == Delivery::Overflow;
     if rearm {
         // Reset mode: the record's time is taken while the event is
@@ -295,7 +303,7 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         //
         // A failed re-arm shows up as a missing next overflow and the
         // watchdog; there is nothing safer to do inside a handler.
-        let _ = k.disarm(fd, slot.rearm_period);
+        at_stop = k.disarm(fd, slot.rearm_period).ok().flatten();
         time_ns = k.now_ns();
     }
     slot.push(SignalRecord {
@@ -304,6 +312,7 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         cpu,
         si_code,
         delivery,
+        at_stop,
     });
     if rearm {
         // Enabled only once the record is pushed: no record of the new
@@ -346,6 +355,7 @@ pub unsafe fn record_sigio<K: HandlerKernel>(k: &K) {
                 cpu: k.current_cpu(),
                 si_code: 0,
                 delivery: Delivery::SigIo,
+                at_stop: None,
             });
             return;
         }
@@ -394,13 +404,15 @@ mod tests {
             Delivery::ReadFailed(9),
             Delivery::SigIo,
         ] {
-            for si_code in [1, 6, -1, 0] {
+            for (si_code, at_stop) in [(1, Some(0)), (6, None), (-1, Some(u64::MAX - 1)), (0, None)]
+            {
                 let r = SignalRecord {
                     value: u64::MAX - 3,
                     time_ns: 123_456_789_012,
                     cpu: 7,
                     si_code,
                     delivery,
+                    at_stop,
                 };
                 assert_eq!(SignalRecord::unpack(r.pack()), r);
             }

@@ -802,7 +802,10 @@ fn a_ring_gap_splits_a_due_range_at_its_last_due_point() {
         vec![
             sample(1_000, 10_100),
             signal(2_000, 10_150),
-            Observation::Reset { time_ns: 2_000 },
+            Observation::Reset {
+                time_ns: 2_000,
+                count: None,
+            },
             Observation::Lost {
                 time_ns: 3_000,
                 lost: 1,
@@ -880,14 +883,23 @@ fn an_interrupt_between_reset_and_period_is_never_a_drop() {
         vec![
             sample(1_000, 10_100),
             signal(2_000, 10_150),
-            Observation::Reset { time_ns: 2_000 },
+            Observation::Reset {
+                time_ns: 2_000,
+                count: None,
+            },
             sample(3_000, 19_948),
             sample(4_000, 7),
             signal(5_000, 19_960),
-            Observation::Reset { time_ns: 5_000 },
+            Observation::Reset {
+                time_ns: 5_000,
+                count: None,
+            },
             sample(6_000, 10_050),
             signal(7_000, 10_060),
-            Observation::Reset { time_ns: 7_000 },
+            Observation::Reset {
+                time_ns: 7_000,
+                count: None,
+            },
             Observation::Final {
                 time_ns: 8_000,
                 count: Some(500),

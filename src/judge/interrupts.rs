@@ -713,10 +713,13 @@ impl InterruptJudge {
     }
 
     /// Reset mode: the handler read `read`, then reset the count. Its
-    /// PERIOD stops the event a few user-mode events after the read (a
-    /// pending overflow is lost there like at any stop) and re-arms one
-    /// period from the restart, which is a few events after the RESET.
-    pub fn reset(&mut self, time_ns: u64, read: u64) {
+    /// DISABLE (PERIOD, in runs recorded before) stops the event a few
+    /// user-mode events after the read (a pending overflow is lost there
+    /// like at any stop) and re-arms one period from the restart, which is
+    /// a few events after the RESET. `at_stop`: the count at the DISABLE,
+    /// where the handler read it (exact; counting kernel mode, the read is
+    /// only a lower bound of it).
+    pub fn reset(&mut self, time_ns: u64, read: u64, at_stop: Option<u64>) {
         let last_sample = self.prev_count.take();
         if self.cfg.software {
             return;
@@ -730,9 +733,10 @@ impl InterruptJudge {
         // count, which is from the reset, and so is the PERIOD's, at most
         // the slack. Judged at the read, the PERIOD found the re-anchored
         // due point long passed and claimed it lost.
-        let (lo, hi) = match last_sample {
-            Some(c) if c <= slack && c < read => (c, slack),
-            _ => (read, read.saturating_add(slack)),
+        let (lo, hi) = match (at_stop, last_sample) {
+            (Some(c), _) => (c, c),
+            (None, Some(c)) if c <= slack && c < read => (c, slack),
+            (None, _) => (read, read.saturating_add(slack)),
         };
         if let Some(stops) = self.wrap_stops.take() {
             // PERIOD sets period_left to 0: the wrap's damage ends here. The

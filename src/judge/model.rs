@@ -830,8 +830,10 @@ impl Sim<'_> {
         let reset_at = read_at + x1;
         let stop_at = reset_at + x2;
         // Events up to the RESET count in the old frame, then in the new.
+        let mut at_disable = 0;
         for (until, new_frame) in [(reset_at, false), (stop_at, true)] {
             if new_frame {
+                at_disable = self.count_at(reset_at);
                 self.base = reset_at;
                 self.wrap_offset = 0;
             }
@@ -884,7 +886,10 @@ impl Sim<'_> {
             si_code: 1,
             delivery: Delivery::Overflow,
         });
-        self.emit(Observation::Reset { time_ns: t });
+        // The handler reads the count at its DISABLE (today's handler: the
+        // stop is at the reset); before, it did not.
+        let count = (self.cfg.reset_gap == 0).then_some(at_disable);
+        self.emit(Observation::Reset { time_ns: t, count });
         if self.next_stop.witness <= stop_at {
             self.next_stop = self.draw_stop();
         }

@@ -77,9 +77,12 @@ pub enum Observation {
     },
     /// Reset mode: the handler reset the count (DISABLE, RESET, PERIOD,
     /// ENABLE) right after the signal before this; its time is taken while
-    /// the event is disabled, so later counts are relative to it.
+    /// the event is disabled, so later counts are relative to it. `count`:
+    /// the count at the DISABLE, read before the RESET (where a pending
+    /// overflow is lost; none in runs recorded before it was read).
     Reset {
         time_ns: u64,
+        count: Option<u64>,
     },
     /// The migrator moved the worker to `cpu`.
     Move {
@@ -108,7 +111,7 @@ impl Observation {
             | Observation::Unthrottle { time_ns, .. }
             | Observation::Lost { time_ns, .. }
             | Observation::Signal { time_ns, .. }
-            | Observation::Reset { time_ns }
+            | Observation::Reset { time_ns, .. }
             | Observation::Move { time_ns, .. }
             | Observation::Final { time_ns, .. }
             | Observation::Wakeup { time_ns } => time_ns,
@@ -188,7 +191,9 @@ impl fmt::Display for Row {
                 };
                 write!(f, "{w},{kind},{time_ns},{cpu},{value},{si_code}")
             }
-            Observation::Reset { time_ns } => write!(f, "{w},reset,{time_ns},,,"),
+            Observation::Reset { time_ns, count } => {
+                write!(f, "{w},reset,{time_ns},,{},", opt(count))
+            }
             Observation::Move { time_ns, cpu } => write!(f, "{w},move,{time_ns},,{cpu},"),
             Observation::Final { time_ns, count } => {
                 write!(f, "{w},final,{time_ns},,{},", opt(count))
@@ -274,7 +279,10 @@ impl FromStr for Row {
                 signal(Delivery::ReadFailed(errno), 0)?
             }
             "sigio" => signal(Delivery::SigIo, num("value", value)?)?,
-            "reset" => Observation::Reset { time_ns },
+            "reset" => Observation::Reset {
+                time_ns,
+                count: opt("value", value)?,
+            },
             "wakeup" => Observation::Wakeup { time_ns },
             "move" => Observation::Move {
                 time_ns,
@@ -355,7 +363,14 @@ mod tests {
                 si_code: 1,
                 delivery: Delivery::WrongThread,
             },
-            Observation::Reset { time_ns: 11 },
+            Observation::Reset {
+                time_ns: 11,
+                count: Some(52_000),
+            },
+            Observation::Reset {
+                time_ns: 11,
+                count: None,
+            },
             Observation::Move {
                 time_ns: 12,
                 cpu: 1,

@@ -216,10 +216,10 @@ impl WorkerJudge {
                 }
                 self.cpu = Some(cpu);
             }
-            Observation::Reset { time_ns } => {
+            Observation::Reset { time_ns, count } => {
                 if self.cfg.mode == Mode::Reset {
                     self.unwrap.reset();
-                    self.interrupts.reset(time_ns, self.last_read);
+                    self.interrupts.reset(time_ns, self.last_read, count);
                     self.deliveries.reset();
                 }
             }
@@ -260,6 +260,10 @@ impl WorkerJudge {
                 ..
             } => (value, *time_ns, *cpu),
             Observation::Final {
+                count: Some(count),
+                time_ns,
+            }
+            | Observation::Reset {
                 count: Some(count),
                 time_ns,
             } => (count, *time_ns, u32::MAX),

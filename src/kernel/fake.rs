@@ -671,16 +671,17 @@ impl HandlerKernel for Handler<'_> {
         Ok(Some(st.events[key].count))
     }
 
-    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<()> {
+    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<Option<u64>> {
         let mut st = self.state.borrow_mut();
         let key = st.event_of(fd)?;
         let e = &mut st.events[key];
+        let at_stop = e.count;
         e.count = 0;
         e.next_due = period;
         e.period = period;
         let worker = e.worker;
         st.log(worker).calls.push(Call::Disarm(period));
-        Ok(())
+        Ok(Some(at_stop))
     }
 
     fn arm(&self, fd: RawFd) -> io::Result<()> {

@@ -228,12 +228,21 @@ fn reset_mode_rearms_after_every_signal() {
         })
         .collect();
     assert_eq!(samples, [PERIOD + 10; 20]);
-    let resets = out
-        .seen
-        .stream
-        .iter()
-        .filter(|(_, o)| matches!(o, Observation::Reset { .. }))
-        .count();
+    // Each reset carries the count at its DISABLE, read before the RESET:
+    // the fake counts nothing between the handler's read and its DISABLE,
+    // so it equals the signal's read.
+    let mut read = None;
+    let mut resets = 0;
+    for (_, o) in &out.seen.stream {
+        match *o {
+            Observation::Signal { value, .. } => read = Some(value),
+            Observation::Reset { count, .. } => {
+                assert!(count.is_some() && count == read, "{count:?} vs {read:?}");
+                resets += 1;
+            }
+            _ => {}
+        }
+    }
     assert_eq!(resets, 20);
     assert_eq!(r.workers[0].final_count, Some(0));
 }
