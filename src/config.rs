@@ -161,6 +161,10 @@ pub struct RunConfig {
     /// Bisect mode: the plan, when asked for.
     pub bisect: Option<Bisect>,
     pub include_kernel: bool,
+    /// The PMU interrupt is an ordinary IRQ (arm64 without pseudo-NMI): an
+    /// overflow pending at a context switch is lost there, never taken
+    /// before the stop.
+    pub pmu_irq_maskable: bool,
     /// What the run asked for; each worker records what it got.
     pub switch_witness: crate::cli::SwitchWitness,
     pub mode: Mode,
@@ -191,6 +195,7 @@ impl RunConfig {
         crate::judge::JudgeConfig {
             software: self.event.software,
             include_kernel: self.include_kernel,
+            irq_masked_at_stops: self.pmu_irq_maskable && !self.event.software,
             inject_drop_every: self.inject_drop_every.unwrap_or(0),
             ..crate::judge::JudgeConfig::new(self.period, self.skid, self.interrupt_skid, self.mode)
         }
@@ -315,6 +320,7 @@ impl RunConfig {
             stop_after_anomalies: args.stop_after_anomalies,
             bisect,
             include_kernel: args.include_kernel,
+            pmu_irq_maskable: platform.pmu_irq_maskable,
             switch_witness: args.switch_witness,
             mode: args.mode,
             inject_drop_every: args.inject_drop_every,
@@ -366,6 +372,18 @@ mod tests {
             Err(ConfigError::Usage { flag, .. }) => flag,
             other => panic!("{extra:?}: expected a usage error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn stops_mask_the_pmu_interrupt_only_where_it_is_an_ordinary_irq() {
+        let mut c = check(&["--event", "task-clock"]).unwrap();
+        assert!(!c.pmu_irq_maskable, "no PMU: unknown, so not maskable");
+        c.pmu_irq_maskable = true;
+        assert!(!c.judge_config().irq_masked_at_stops, "a software clock");
+        c.event.software = false;
+        assert!(c.judge_config().irq_masked_at_stops);
+        c.pmu_irq_maskable = false;
+        assert!(!c.judge_config().irq_masked_at_stops);
     }
 
     #[test]

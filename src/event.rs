@@ -19,7 +19,7 @@ use perf_event_open_sys::bindings as sys;
 use serde::Serialize;
 
 use crate::cpu::{self, BranchEvent, CpuId};
-use crate::fingerprint::{ArchFamily, Fingerprint, Pmu};
+use crate::fingerprint::{ArchFamily, Fingerprint, Pmu, PseudoNmiVerdict};
 
 /// What the user asked for with `--event`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -97,6 +97,10 @@ pub struct Platform {
     /// Identity of each CPU by number.
     pub cpus: Vec<(u32, CpuId)>,
     pub core_pmus: Vec<Pmu>,
+    /// The PMU overflow interrupt is an ordinary IRQ, masked with
+    /// interrupts (arm64 without pseudo-NMI, as the fingerprint shows it).
+    /// False where it is an NMI (x86, pseudo-NMI) or unknown.
+    pub pmu_irq_maskable: bool,
 }
 
 impl Platform {
@@ -111,6 +115,10 @@ impl Platform {
                 .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
             cpus: fp.cpus().to_vec(),
             core_pmus: fp.pmus().iter().filter(|p| p.is_core).cloned().collect(),
+            pmu_irq_maskable: matches!(
+                fp.pseudo_nmi().verdict,
+                PseudoNmiVerdict::Disabled | PseudoNmiVerdict::NotBuilt
+            ),
         }
     }
 }
@@ -300,6 +308,7 @@ mod tests {
                 (1, CpuId::Arm { midr: 0x413fd0c1 }),
             ],
             core_pmus: vec![core_pmu("armv8_pmuv3_0", 8, Some(vec![0, 1]), events)],
+            pmu_irq_maskable: true,
         }
     }
 
@@ -375,6 +384,7 @@ mod tests {
                 },
             )],
             core_pmus: vec![core_pmu("cpu", 4, None, &[])],
+            pmu_irq_maskable: false,
         };
         let ev = resolve(EventSpec::Branches, &p, &[0]).unwrap();
         assert_eq!(

@@ -107,7 +107,18 @@ fn a_count_wrap_under_pseudo_nmi_is_found_and_nothing_is_called_dropped() {
         let o = oracle(&dir);
         let r = replay::replay_dir(&dir).expect("replays");
         let name = dir.display();
-        assert!(r.differences.is_empty(), "{name}: {:?}", r.differences);
+        // Recorded by an earlier judge: today's may settle more of what it
+        // left ambiguous, never count samples, drops or wraps differently.
+        let moved: Vec<_> = r
+            .differences
+            .iter()
+            .filter(|d| {
+                ["samples", "dropped", "count_wraps", "injected"]
+                    .iter()
+                    .any(|f| d.0.ends_with(&format!(".{f}")))
+            })
+            .collect();
+        assert!(moved.is_empty(), "{name}: {moved:?}");
         let i = &r.replayed.interrupts;
         assert_eq!(i.count_wraps, o["update_wrapped"], "{name}: {i:?}");
         assert_eq!(i.after_count_wrap, i.count_wraps, "{name}: {i:?}");
@@ -131,7 +142,12 @@ fn a_count_wrap_under_pseudo_nmi_is_found_and_nothing_is_called_dropped() {
         // Without the wrap taken out, the same stream has an interrupt
         // 2^32 events late and the one after it unexplained.
         assert!(i.count_wraps > 0, "{name}");
-        assert_eq!(r.exit_status, 125, "{name}: {}", r.verdict);
+        let want = match (i.dropped, i.ambiguous) {
+            (0, 0) => 0,
+            (0, _) => 125,
+            _ => 1,
+        };
+        assert_eq!(r.exit_status, want, "{name}: {}", r.verdict);
     }
     assert!(raced >= 1);
 }

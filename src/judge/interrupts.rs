@@ -369,9 +369,11 @@ impl InterruptJudge {
                     hi: stop_hi,
                     kind: StopKind::Switch,
                 };
-                if !(h.due.lo <= count && count <= stop_hi) {
+                if !(h.due.lo <= count && count <= stop_hi) || self.cfg.irq_masked_at_stops {
                     // Not taken before the stop finished (as an NMI would
-                    // be): the stop cleared it.
+                    // be; an ordinary IRQ cannot be, the scheduler masks it
+                    // from the witness's read to the stop): the stop
+                    // cleared it.
                     lose_at_stop(&mut h, p, stop, event(InterruptEventKind::Dropped, None));
                 } else if stop_lo < stop_hi {
                     // Taken before the stop, or lost there and this is the
@@ -661,6 +663,41 @@ impl InterruptJudge {
         self.settle();
     }
 
+    /// Our own read of the count (a handler's read(2), the count at a reset's
+    /// DISABLE): the thread ran again after any stop before it, so every
+    /// such stop was at `count` or below. A hypothesis whose overflow was
+    /// pending at one needs its due point at or below `count` too. (Counting
+    /// kernel mode, a stop's count is otherwise known only to within the
+    /// stop slack past the witness's read: up to a period.)
+    pub fn count_read(&mut self, count: u64) {
+        if self.cfg.software || self.hyps.iter().all(|h| h.pending_stop.is_none()) {
+            return;
+        }
+        let before = self.hyps.len();
+        let kept: Vec<Hypothesis> = self
+            .hyps
+            .iter()
+            .filter(|h| h.pending_stop.is_none() || h.due.lo <= count)
+            .cloned()
+            .map(|mut h| {
+                if let Some((lo, hi)) = h.pending_stop {
+                    h.pending_stop = Some((lo, hi.min(count).max(lo)));
+                    h.due.hi = h.due.hi.min(count);
+                }
+                h
+            })
+            .collect();
+        if kept.is_empty() {
+            // A read below every explanation's due point at a pending stop:
+            // not ours to refute here; the next sample judges.
+            return;
+        }
+        self.hyps = kept;
+        if self.hyps.len() < before {
+            self.settle();
+        }
+    }
+
     pub fn throttle(&mut self, time_ns: u64, witness: bool) {
         if witness {
             self.totals.witness_throttled += 1;
@@ -738,6 +775,10 @@ impl InterruptJudge {
             (None, Some(c)) if c <= slack && c < read => (c, slack),
             (None, _) => (read, read.saturating_add(slack)),
         };
+        if let Some(c) = at_stop {
+            // Every switch since the last sample stopped at or below it.
+            self.count_read(c);
+        }
         if let Some(stops) = self.wrap_stops.take() {
             // PERIOD sets period_left to 0: the wrap's damage ends here. The
             // stops since it, and the PERIOD's own, may each have lost an
@@ -854,10 +895,13 @@ impl InterruptJudge {
         // before the stop with its sample in the gap (the grid kept). Only
         // the second was followed: after a restart that re-based, every due
         // point after the gap was off and a later sample fit no hypothesis.
-        let hyps =
-            resolve_pending_stops(std::mem::take(&mut self.hyps), p, self.prev_count, |_| {
-                time_ns
-            });
+        let hyps = resolve_pending_stops(
+            std::mem::take(&mut self.hyps),
+            p,
+            self.cfg.irq_masked_at_stops,
+            self.prev_count,
+            |_| time_ns,
+        );
         let mut record_lost = 0;
         for mut h in hyps {
             if h.due.unknown() || last < h.due.lo {
@@ -912,10 +956,13 @@ impl InterruptJudge {
         // An overflow pending at a stop before the wrap: lost there, or
         // taken before it (what the hypotheses disagree on is ambiguous).
         let p = self.cfg.period;
-        let hyps =
-            resolve_pending_stops(std::mem::take(&mut self.hyps), p, self.prev_count, |_| {
-                time_ns
-            });
+        let hyps = resolve_pending_stops(
+            std::mem::take(&mut self.hyps),
+            p,
+            self.cfg.irq_masked_at_stops,
+            self.prev_count,
+            |_| time_ns,
+        );
         let t = combine(hyps.into_iter().map(|h| h.tally).collect());
         self.commit(t);
         self.hyps = vec![Hypothesis {
@@ -1080,9 +1127,13 @@ impl InterruptJudge {
             // state left the grid a period behind (a later sample then fit
             // no hypothesis) and the loss uncounted.
             let p = self.cfg.period;
-            let merged_in = resolve_pending_stops(merged, p, self.prev_count, |h| {
-                h.tally.events.last().map_or(0, |e| e.time_ns)
-            });
+            let merged_in = resolve_pending_stops(
+                merged,
+                p,
+                self.cfg.irq_masked_at_stops,
+                self.prev_count,
+                |h| h.tally.events.last().map_or(0, |e| e.time_ns),
+            );
             let lo = merged_in.iter().map(|h| h.due.lo).min().unwrap_or(0);
             let hi = merged_in.iter().map(|h| h.due.hi).max().unwrap_or(u64::MAX);
             let t = combine(merged_in.into_iter().map(|h| h.tally).collect());
@@ -1203,11 +1254,13 @@ fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: InterruptEvent) {
 
 /// Each hypothesis with an overflow pending at a stop, followed both ways:
 /// lost there (the restart re-arms by rule 1 or 2), and taken before the
-/// stop finished (kept as it is, the pending state dropped). `time_ns`
+/// stop finished (kept as it is, the pending state dropped), which only an
+/// NMI can be (`masked`: the PMU interrupt is an ordinary IRQ). `time_ns`
 /// dates the drop of the lost branch.
 fn resolve_pending_stops(
     hyps: Vec<Hypothesis>,
     p: u64,
+    masked: bool,
     prev_count: Option<u64>,
     time_ns: impl Fn(&Hypothesis) -> u64,
 ) -> Vec<Hypothesis> {
@@ -1233,6 +1286,9 @@ fn resolve_pending_stops(
             };
             lose_at_stop(&mut lost, p, stop, event);
             out.push(lost);
+            if masked {
+                continue;
+            }
         }
         out.push(h);
     }

@@ -65,6 +65,13 @@ pub struct JudgeConfig {
     pub software: bool,
     /// Kernel mode is counted: a stop's count is only a lower bound.
     pub include_kernel: bool,
+    /// The PMU interrupt is an ordinary IRQ (arm64 without pseudo-NMI): the
+    /// scheduler masks it from the switch witness's read to the stop, so an
+    /// overflow pending at a context switch is lost there. False (an NMI:
+    /// x86, pseudo-NMI; or unknown, and in runs recorded before): it may
+    /// still be taken before the stop, and the judge follows both.
+    #[serde(default)]
+    pub irq_masked_at_stops: bool,
     /// Discard every Nth interrupt and its signal (0: never).
     pub inject_drop_every: u64,
     /// Counting kernel mode: how far the count may move between the switch
@@ -91,6 +98,7 @@ impl JudgeConfig {
             mode,
             software: false,
             include_kernel: false,
+            irq_masked_at_stops: false,
             inject_drop_every: 0,
             // Not measured yet: any count below the next due point may be
             // the stop's, so the judge follows both explanations.

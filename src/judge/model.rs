@@ -157,6 +157,9 @@ impl ModelConfig {
     pub fn judge_config(&self) -> JudgeConfig {
         let mut cfg = JudgeConfig::new(self.period, self.skid, self.interrupt_skid, self.mode);
         cfg.include_kernel = self.include_kernel;
+        // Without pseudo-NMI the model's interrupts are masked from the
+        // witness to the stop, as the kernel's are.
+        cfg.irq_masked_at_stops = !self.pnmi;
         cfg.stop_slack = self.stop_slack;
         cfg.inject_drop_every = self.inject_drop_every;
         // Without a gap between RESET and PERIOD the model is today's

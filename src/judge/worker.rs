@@ -206,6 +206,7 @@ impl WorkerJudge {
             } => {
                 if delivery == Delivery::Overflow {
                     self.last_read = value;
+                    self.interrupts.count_read(value);
                 }
                 if let Some(w) = self.deliveries.signal(time_ns, cpu, value, delivery) {
                     self.signal_seq = w.signal_seq;
