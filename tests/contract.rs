@@ -62,15 +62,24 @@ fn stderr_line(out: &std::process::Output) -> String {
 
 /// A long software run into `out`, stdout and stderr discarded.
 fn start_long(out: &Path, extra: &[&str]) -> Child {
-    pmustress_cmd()
-        .args(["run", "--event", "task-clock", "--duration", "10m"])
+    let mut cmd = pmustress_cmd();
+    cmd.args(["run", "--event", "task-clock", "--duration", "10m"])
         .args(extra)
         .arg("--out")
         .arg(out)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("pmustress starts")
+        .stderr(Stdio::null());
+    // A SIGHUP ignored when pmustress starts stays ignored (nohup; see
+    // `an_ignored_sighup_stays_ignored`), and a test run under nohup passes
+    // that on: start from the default, whatever the test runner inherited.
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    cmd.spawn().expect("pmustress starts")
 }
 
 // ------------------------------------------------ runs that stop on time
