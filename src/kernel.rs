@@ -152,9 +152,25 @@ impl PerfEvent {
     /// scheduler is), which perf_event_paranoid > 1 forbids without
     /// CAP_PERFMON: then this fails with EACCES.
     pub fn open_switch_witness(leader: &PerfEvent) -> io::Result<PerfEvent> {
+        Self::open_group_witness(leader, sys::bindings::PERF_COUNT_SW_CONTEXT_SWITCHES)
+    }
+
+    /// Opens the resume witness in `leader`'s group, into `leader`'s ring:
+    /// a software event that samples every migration of the thread when it
+    /// runs again on its new CPU (the kernel counts CPU migrations at
+    /// sched-in, after the group is back), with the group's counts. The
+    /// leader counted nothing while stopped, so its count there is at or
+    /// above the stop's: with kernel mode counted, the switch witness only
+    /// gives a lower bound of where the event stopped, this gives the upper
+    /// one. Needs what the switch witness needs.
+    pub fn open_resume_witness(leader: &PerfEvent) -> io::Result<PerfEvent> {
+        Self::open_group_witness(leader, sys::bindings::PERF_COUNT_SW_CPU_MIGRATIONS)
+    }
+
+    fn open_group_witness(leader: &PerfEvent, software_event: u32) -> io::Result<PerfEvent> {
         let mut attr = perf_event_attr {
             type_: sys::bindings::PERF_TYPE_SOFTWARE,
-            config: sys::bindings::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
+            config: software_event as u64,
             read_format: sys::bindings::PERF_FORMAT_GROUP as u64,
             ..Default::default()
         };
@@ -557,6 +573,9 @@ pub trait Kernel: Clone + Send + Sync + 'static {
     /// The context-switch witness in `leader`'s group, writing its records
     /// into `leader`'s ring (`PerfEvent::open_switch_witness`).
     fn open_switch_witness(&self, leader: &Self::Event) -> io::Result<Self::Event>;
+    /// The migration witness in `leader`'s group, writing its records into
+    /// `leader`'s ring (`PerfEvent::open_resume_witness`).
+    fn open_resume_witness(&self, leader: &Self::Event) -> io::Result<Self::Event>;
     /// Maps `data_pages` pages of records for `event`.
     fn map_ring(&self, event: &Self::Event, data_pages: usize) -> io::Result<Self::Ring>;
     /// Appends every record written since the last drain to `out`, as the
@@ -633,6 +652,10 @@ impl Kernel for Real {
 
     fn open_switch_witness(&self, leader: &PerfEvent) -> io::Result<PerfEvent> {
         PerfEvent::open_switch_witness(leader)
+    }
+
+    fn open_resume_witness(&self, leader: &PerfEvent) -> io::Result<PerfEvent> {
+        PerfEvent::open_resume_witness(leader)
     }
 
     fn map_ring(&self, event: &PerfEvent, data_pages: usize) -> io::Result<SampleRing> {

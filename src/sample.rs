@@ -36,6 +36,8 @@ pub struct RingIds {
     pub event: u64,
     /// The switch witness, if one was opened.
     pub witness: Option<u64>,
+    /// The resume witness (migrations, at sched-in), if one was opened.
+    pub resume: Option<u64>,
 }
 
 /// Where the kernel's writer is in one ring, to know when it wakes the
@@ -116,12 +118,14 @@ pub fn parse(
             Parsed::Record(Observation::Sample { .. }) => false,
             Parsed::Record(
                 Observation::Stop { count: Some(_), .. }
+                | Observation::Resume { .. }
                 | Observation::Throttle { witness: true, .. }
                 | Observation::Unthrottle { witness: true, .. },
-            ) => false,
+            )
+            | Parsed::Skip { by_event: false } => false,
             // The overflow event's own (a LOST record is the writer's:
             // ours, unless the witness lost it, which we cannot tell).
-            Parsed::Record(_) | Parsed::Skip => true,
+            Parsed::Record(_) | Parsed::Skip { by_event: true } => true,
             Parsed::Garbled => false,
         };
         match parsed {
@@ -132,7 +136,7 @@ pub fn parse(
                     out.push(Observation::Wakeup { time_ns });
                 }
             }
-            Parsed::Skip => {}
+            Parsed::Skip { .. } => {}
             Parsed::Garbled => garbled += size,
         }
         off += size;
@@ -142,13 +146,18 @@ pub fn parse(
 
 enum Parsed {
     Record(Observation),
-    /// A record we asked for but do not judge (a switch-in).
-    Skip,
+    /// A record we asked for but do not judge (a switch-in; the resume
+    /// witness's throttling, which only costs upper bounds). `by_event`:
+    /// the overflow event wrote it.
+    Skip {
+        by_event: bool,
+    },
     Garbled,
 }
 
 fn parse_one(kind: u32, misc: u16, rec: &[u8], ids: &RingIds) -> Parsed {
     let is_witness = |id: u64| ids.witness == Some(id);
+    let is_resume = |id: u64| ids.resume == Some(id);
     let known = |id: u64| id == ids.event || is_witness(id);
     let parsed = match kind {
         // identifier, pid/tid, time, cpu/res, then the READ value: the
@@ -172,11 +181,24 @@ fn parse_one(kind: u32, misc: u16, rec: &[u8], ids: &RingIds) -> Parsed {
                     cpu,
                     count: Some(count),
                 })
+            } else if is_resume(id) {
+                let nr = u64_at(rec, 40)?;
+                let count = (nr >= 1).then(|| u64_at(rec, 48)).flatten()?;
+                Some(Observation::Resume {
+                    time_ns,
+                    cpu,
+                    count,
+                })
             } else {
                 None
             }
         })(),
         // time, id, stream_id, then sample_id.
+        sys::PERF_RECORD_THROTTLE | sys::PERF_RECORD_UNTHROTTLE
+            if u64_at(rec, 16).is_some_and(is_resume) =>
+        {
+            return Parsed::Skip { by_event: false };
+        }
         sys::PERF_RECORD_THROTTLE | sys::PERF_RECORD_UNTHROTTLE => (|| {
             let time_ns = u64_at(rec, 8)?;
             let id = u64_at(rec, 16)?;
@@ -201,7 +223,7 @@ fn parse_one(kind: u32, misc: u16, rec: &[u8], ids: &RingIds) -> Parsed {
         // Only sample_id: pid/tid, time, cpu, identifier.
         sys::PERF_RECORD_SWITCH => {
             if misc & MISC_SWITCH_OUT == 0 {
-                return Parsed::Skip;
+                return Parsed::Skip { by_event: true };
             }
             u64_at(rec, 16)
                 .zip(u32_at(rec, 24))
@@ -253,9 +275,19 @@ pub fn encode(rec: &Observation, ids: &RingIds) -> Vec<u8> {
             time_ns,
             cpu,
             count: Some(count),
+        }
+        | Observation::Resume {
+            time_ns,
+            cpu,
+            count,
         } => {
+            let id = if matches!(rec, Observation::Resume { .. }) {
+                ids.resume
+            } else {
+                ids.witness
+            };
             header(&mut b, sys::PERF_RECORD_SAMPLE, 0, 64);
-            b.extend_from_slice(&ids.witness.unwrap_or(0).to_ne_bytes());
+            b.extend_from_slice(&id.unwrap_or(0).to_ne_bytes());
             b.extend_from_slice(&tid);
             b.extend_from_slice(&time_ns.to_ne_bytes());
             b.extend_from_slice(&cpu.to_ne_bytes());
@@ -313,6 +345,7 @@ mod tests {
     const IDS: RingIds = RingIds {
         event: 41,
         witness: Some(42),
+        resume: Some(43),
     };
 
     #[test]
@@ -332,6 +365,11 @@ mod tests {
                 time_ns: 12,
                 cpu: 1,
                 count: None,
+            },
+            Observation::Resume {
+                time_ns: 13,
+                cpu: 2,
+                count: 150_020,
             },
             Observation::Throttle {
                 time_ns: 20,
@@ -403,6 +441,7 @@ mod tests {
         let stranger = RingIds {
             event: 99,
             witness: None,
+            resume: None,
         };
         let other = encode(
             &Observation::Sample {

@@ -121,6 +121,13 @@ pub fn run<K: Kernel>(
             .move_thread(tid, spec.first_cpu)
             .map_err(|e| format!("cannot move worker to CPU {}: {e}", spec.first_cpu))?;
         let (event, ring, witness, kind) = open_with_witness(&kernel, &spec)?;
+        // Where the switch witness counts, the resume witness bounds each
+        // migration's stop from above. Without it the judge only has the
+        // lower bound (more ambiguity counting kernel mode), so a refusal
+        // is no error.
+        let resume = witness
+            .as_ref()
+            .and_then(|_| kernel.open_resume_witness(&event).ok());
         kernel
             .route_overflows(&event, tid, signal::overflow_signal())
             .map_err(|e| format!("cannot route overflow signals (fcntl): {e}"))?;
@@ -132,6 +139,7 @@ pub fn run<K: Kernel>(
         let ids = RingIds {
             event: id(&event)?,
             witness: witness.as_ref().map(id).transpose()?,
+            resume: resume.as_ref().map(id).transpose()?,
         };
         let slot = Arc::new(Slot::new(
             event.as_raw_fd(),
@@ -142,6 +150,7 @@ pub fn run<K: Kernel>(
         Ok(Setup {
             event,
             _witness: witness,
+            _resume: resume,
             kind,
             slot,
             ring,
@@ -151,6 +160,7 @@ pub fn run<K: Kernel>(
     let Setup {
         event,
         _witness,
+        _resume,
         kind,
         slot,
         ring,
@@ -231,8 +241,9 @@ pub fn run<K: Kernel>(
 
 struct Setup<K: Kernel> {
     event: K::Event,
-    /// Kept open for the worker's life: it samples into `event`'s ring.
+    /// Kept open for the worker's life: they sample into `event`'s ring.
     _witness: Option<K::Event>,
+    _resume: Option<K::Event>,
     kind: SwitchWitness,
     slot: Arc<Slot>,
     ring: MappedRing<K>,

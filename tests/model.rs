@@ -266,6 +266,7 @@ fn draw_common(rng: &mut fastrand::Rng, mode: Mode, overflows: u64) -> ModelConf
     cfg.stops_per_period = [0.0, 0.05, 0.3, 1.0, 3.0][rng.usize(0..5)];
     cfg.stop_near_due = [0.0, 0.3, 0.9][rng.usize(0..3)];
     cfg.migrations = rng.f64();
+    cfg.resume_witness = rng.bool();
     // Throttling: see `lost_records_and_throttling` (the judge takes an
     // UNTHROTTLE as a ring gap: newer kernels write no sample for the next
     // overflow).
@@ -1115,6 +1116,42 @@ fn an_overflow_pending_at_a_switch_is_lost_where_the_irq_is_masked() {
             (i.dropped, i.ambiguous),
             (dropped, ambiguous),
             "pnmi {pnmi}: {i:?}"
+        );
+        assert_eq!(i.unexplained, 0, "{i:?}");
+    }
+}
+
+/// Counting kernel mode, a switch's witness reads 500 before the due point
+/// at 20,000 and the stop itself is anywhere up to a period on: the next
+/// sample at 30,050 fits "lost at the stop, the next on time" and "not
+/// due at the stop, taken a period late". Where the thread ran again
+/// after the migration below the due point (the resume witness at 19,800),
+/// the stop was too: nothing was pending, the second is the truth. A
+/// resume past the due point settles nothing.
+#[test]
+fn a_resume_below_the_due_point_says_nothing_was_pending_at_the_stop() {
+    let mut cfg = ModelConfig::new(10_000, Mode::Free, 0);
+    cfg.include_kernel = true;
+    cfg.stop_slack = 9_999;
+    for (resume, dropped, ambiguous) in [(None, 0, 1), (Some(19_800), 0, 0), (Some(20_300), 0, 1)] {
+        let mut s = vec![sample(1_000, 10_100), stop(2_000, 19_500)];
+        if let Some(count) = resume {
+            s.push(Observation::Resume {
+                time_ns: 2_500,
+                cpu: 1,
+                count,
+            });
+        }
+        s.push(sample(3_000, 30_050));
+        s.push(Observation::Final {
+            time_ns: 4_000,
+            count: Some(30_100),
+        });
+        let i = judge_stream(&cfg, s).interrupts;
+        assert_eq!(
+            (i.dropped, i.ambiguous),
+            (dropped, ambiguous),
+            "{resume:?}: {i:?}"
         );
         assert_eq!(i.unexplained, 0, "{i:?}");
     }

@@ -28,7 +28,8 @@ the count advances only while the thread runs) under the driver's rules
 - Counting kernel mode (`include_kernel`): the switch witness reads the count
   a little before the stop; an overflow due in between is pending at the
   stop (interrupts are masked in the scheduler) and lost without
-  pseudo-NMI.
+  pseudo-NMI. The resume witness (`resume_witness`) reads it where a
+  migrated thread runs again: the stop's count plus a little kernel mode.
 - Count wraps (`count_wrap`, pseudo-NMI only): the NMI that takes an
   overflow at a context switch raced the witness's read of the count (the
   ABA of `armpmu_event_update`, see `judge::wrap`): the witness's count is
@@ -115,6 +116,9 @@ pub struct ModelConfig {
     /// With pseudo-NMI, the probability that an overflow the NMI takes at a
     /// context switch wraps the count (see the module doc).
     pub count_wrap: f64,
+    /// A resume witness records the count where a migrated thread runs
+    /// again (at or above the stop's).
+    pub resume_witness: bool,
 }
 
 impl ModelConfig {
@@ -150,6 +154,7 @@ impl ModelConfig {
             reset_gap: 0,
             inject_drop_every: 0,
             count_wrap: 0.0,
+            resume_witness: false,
         }
     }
 
@@ -907,7 +912,8 @@ impl Sim<'_> {
         let NextStop { witness, at } = self.next_stop;
         self.truth.stops += 1;
         let old_cpu = self.cpu;
-        if self.coin(self.cfg.migrations) {
+        let migrated = self.coin(self.cfg.migrations);
+        if migrated {
             let t = self.tick(1_000);
             self.cpu = (self.cpu + 1) % 4;
             self.emit(Observation::Move {
@@ -996,6 +1002,22 @@ impl Sim<'_> {
         }
         // Off the CPU for a while.
         self.t += self.rng.u64(0..100_000);
+        if migrated && self.cfg.resume_witness {
+            // The resume witness: on the new CPU, after the restart, with
+            // the kernel mode counted since (never past the next due point:
+            // interrupts are masked there).
+            let room = self.due.saturating_sub(self.a + 1);
+            if self.cfg.include_kernel {
+                self.a += self.rng.u64(0..=self.cfg.stop_slack.min(room));
+            }
+            let t = self.tick(1_000);
+            let count = self.count_at(self.a);
+            self.kernel_record(Observation::Resume {
+                time_ns: t,
+                cpu: self.cpu,
+                count,
+            });
+        }
         self.next_stop = self.draw_stop();
     }
 

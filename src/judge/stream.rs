@@ -84,6 +84,14 @@ pub enum Observation {
         time_ns: u64,
         count: Option<u64>,
     },
+    /// The thread ran again after a migration (the resume witness): the
+    /// event's count there, at or above where it stopped (it counted
+    /// nothing while stopped, some kernel mode since its restart).
+    Resume {
+        time_ns: u64,
+        cpu: u32,
+        count: u64,
+    },
     /// The migrator moved the worker to `cpu`.
     Move {
         time_ns: u64,
@@ -107,6 +115,7 @@ impl Observation {
         match *self {
             Observation::Sample { time_ns, .. }
             | Observation::Stop { time_ns, .. }
+            | Observation::Resume { time_ns, .. }
             | Observation::Throttle { time_ns, .. }
             | Observation::Unthrottle { time_ns, .. }
             | Observation::Lost { time_ns, .. }
@@ -124,6 +133,7 @@ impl Observation {
             self,
             Observation::Sample { .. }
                 | Observation::Stop { .. }
+                | Observation::Resume { .. }
                 | Observation::Throttle { .. }
                 | Observation::Unthrottle { .. }
                 | Observation::Lost { .. }
@@ -159,6 +169,11 @@ impl fmt::Display for Row {
                 cpu,
                 count,
             } => write!(f, "{w},stop,{time_ns},{cpu},{},", opt(count)),
+            Observation::Resume {
+                time_ns,
+                cpu,
+                count,
+            } => write!(f, "{w},resume,{time_ns},{cpu},{count},"),
             Observation::Throttle { time_ns, witness } => {
                 let kind = if witness {
                     "witness-throttle"
@@ -258,6 +273,11 @@ impl FromStr for Row {
                 time_ns,
                 cpu: cpu32(cpu)?,
                 count: opt("value", value)?,
+            },
+            "resume" => Observation::Resume {
+                time_ns,
+                cpu: cpu32(cpu)?,
+                count: num("value", value)?,
             },
             "throttle" | "witness-throttle" => Observation::Throttle {
                 time_ns,
@@ -370,6 +390,11 @@ mod tests {
             Observation::Reset {
                 time_ns: 11,
                 count: None,
+            },
+            Observation::Resume {
+                time_ns: 11,
+                cpu: 2,
+                count: 77,
             },
             Observation::Move {
                 time_ns: 12,

@@ -181,6 +181,8 @@ impl WorkerJudge {
                 cpu,
                 count,
             } => self.interrupts.stop(time_ns, cpu, count),
+            // Every stop before it was at or below its count.
+            Observation::Resume { count, .. } => self.interrupts.count_read(count),
             Observation::Throttle { time_ns, witness } => {
                 self.interrupts.throttle(time_ns, witness);
                 if !witness {
@@ -250,6 +252,11 @@ impl WorkerJudge {
             }
             | Observation::Stop {
                 count: Some(count),
+                time_ns,
+                cpu,
+            }
+            | Observation::Resume {
+                count,
                 time_ns,
                 cpu,
             } => (count, *time_ns, *cpu),

@@ -204,6 +204,13 @@ struct Sim {
 }
 
 /// One event the fake opened.
+/// Which witness an event opened in another's group is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Switch,
+    Resume,
+}
+
 struct EventState {
     worker: usize,
     fd: RawFd,
@@ -211,6 +218,8 @@ struct EventState {
     attr: EventAttr,
     /// This overflow event's witness.
     witness: Option<usize>,
+    /// Its resume witness.
+    resume: Option<usize>,
     owner_tid: libc::pid_t,
     owner_thread: libc::pthread_t,
     enabled: bool,
@@ -461,6 +470,7 @@ impl State {
         RingIds {
             event: e.id,
             witness: e.witness.map(|w| self.events[w].id),
+            resume: e.resume.map(|w| self.events[w].id),
         }
     }
 
@@ -504,6 +514,15 @@ impl State {
         };
         self.write(key, &stop);
         self.log(worker).stops += 1;
+        if self.events[key].resume.is_some() {
+            // The thread runs again (on whichever CPU) at the same count.
+            let resume = Observation::Resume {
+                time_ns: self.now,
+                cpu: self.cpu(key),
+                count,
+            };
+            self.write(key, &resume);
+        }
     }
 
     /// Plays what is due now.
@@ -727,7 +746,25 @@ impl Kernel for FakeKernel {
                 context_switch: false,
             }
         };
-        self.open_event(&attr, Some(leader.key))
+        self.open_event(&attr, Some((leader.key, Role::Switch)))
+    }
+
+    fn open_resume_witness(&self, leader: &FakeEvent) -> io::Result<FakeEvent> {
+        let attr = {
+            let st = self.sim.lock();
+            if !st.script.witness_opens {
+                return Err(errno(libc::EACCES));
+            }
+            EventAttr {
+                type_: perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE,
+                config: perf_event_open_sys::bindings::PERF_COUNT_SW_CPU_MIGRATIONS as u64,
+                sample_period: 1,
+                exclude_kernel: false,
+                sample_records: true,
+                context_switch: false,
+            }
+        };
+        self.open_event(&attr, Some((leader.key, Role::Resume)))
     }
 
     fn map_ring(&self, event: &FakeEvent, _data_pages: usize) -> io::Result<FakeRing> {
@@ -879,7 +916,7 @@ impl Kernel for FakeKernel {
 }
 
 impl FakeKernel {
-    fn open_event(&self, attr: &EventAttr, leader: Option<usize>) -> io::Result<FakeEvent> {
+    fn open_event(&self, attr: &EventAttr, leader: Option<(usize, Role)>) -> io::Result<FakeEvent> {
         let worker = worker_of_this_thread()?;
         let mut st = self.sim.lock();
         if st.script.open_panics {
@@ -899,6 +936,7 @@ impl FakeKernel {
             id: 1000 + key as u64,
             attr: *attr,
             witness: None,
+            resume: None,
             owner_tid: tid,
             owner_thread: super::current_thread(),
             enabled: false,
@@ -908,7 +946,8 @@ impl FakeKernel {
             ring: Vec::new(),
         });
         match leader {
-            Some(l) => st.events[l].witness = Some(key),
+            Some((l, Role::Switch)) => st.events[l].witness = Some(key),
+            Some((l, Role::Resume)) => st.events[l].resume = Some(key),
             None => {
                 st.current.insert(worker, key);
             }
@@ -1024,6 +1063,7 @@ mod tests {
                 let ids = RingIds {
                     event: k.id(&event).unwrap(),
                     witness: Some(k.id(&witness).unwrap()),
+                    resume: None,
                 };
                 let fd = event.as_raw_fd();
                 k.reset(fd).unwrap();

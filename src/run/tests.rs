@@ -285,6 +285,13 @@ fn kernel_records_signals_and_moves_are_judged_in_time_order() {
                 cpu: 0,
                 count: Some(2 * PERIOD - 50_000),
             },
+            // The resume witness: where it ran again (the fake counts
+            // nothing in between).
+            Observation::Resume {
+                time_ns: at(20),
+                cpu: 0,
+                count: 2 * PERIOD - 50_000,
+            },
             // Read after the switch: the count had moved on.
             signal(25, 2 * PERIOD - 50_000 + 100),
             Observation::Sample {
