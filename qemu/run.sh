@@ -67,9 +67,7 @@ usage() {
 # add_run NAME WRAP EXPECT PMUSTRESS-ARGS...: one run of the current case.
 # EXPECT: "any", "lost>0" (the oracle must see losses: the bug reproduces), "lost=0"
 # (the oracle must see none), "exit125" (no run.json; the output must match
-# EXPECT_MESSAGE), "legacy-drops" (no oracle: the Debian kernel's qualitative answer),
-# "wide" (as "any", but an open limit of the judge waives the ambiguity bound: a run
-# above it prints OPEN with the numbers, never PASS; see check_oracle).
+# EXPECT_MESSAGE), "legacy-drops" (no oracle: the Debian kernel's qualitative answer).
 add_run() {
     RUN_NAMES+=("$1")
     RUN_WRAPS+=("$2")
@@ -109,8 +107,7 @@ define_case() {
         mapfile -t a < <(m 1 random free 50000 --include-kernel)
         add_run w1-random-free-50k-k "" any "${a[@]}"
         mapfile -t a < <(m 1 ping-pong reset 50000 --include-kernel)
-        # Open (qemu/README.md): reset mode counting kernel mode, see "wide".
-        add_run w1-pingpong-reset-50k-k "" wide "${a[@]}" ;;
+        add_run w1-pingpong-reset-50k-k "" any "${a[@]}" ;;
     smp2-pnmi) # the same kernel booted with pseudo-NMIs: no interrupt is lost
         APPEND=irqchip.gicv3_pseudo_nmi=1 EXPECT_VERDICT=enabled EXPECT_NMI_EVIDENCE=1
         mapfile -t a < <(m 1 ping-pong free 100000)
@@ -137,7 +134,7 @@ define_case() {
         mapfile -t a < <(m 4 none free 100000 --include-kernel)
         add_run w4-none-free-100k-k "" any "${a[@]}"
         mapfile -t a < <(m 2 ping-pong reset 50000 --include-kernel)
-        add_run w2-pingpong-reset-50k-k "" wide "${a[@]}" ;;
+        add_run w2-pingpong-reset-50k-k "" any "${a[@]}" ;;
     smp4-pnmi)
         SMP=4 APPEND=irqchip.gicv3_pseudo_nmi=1 EXPECT_VERDICT=enabled EXPECT_NMI_EVIDENCE=1
         mapfile -t a < <(m 4 ping-pong free 50000)
@@ -438,11 +435,8 @@ run_case() {
     done
     REPORTED+=("$name")
     if ((failed == 0)); then
-        open=$(grep -c "^  OPEN $name/" "$OUT/summary" || true)
-        suffix=""
-        ((open == 0)) || suffix=" ($open OPEN: a known limit of the judge, see its line)"
-        printf 'PASS %s: %d runs%s, boot %ss, wall %ss\n' "$name" "${#RUN_NAMES[@]}" \
-            "$suffix" "$boot" "$wall" | tee -a "$OUT/summary"
+        printf 'PASS %s: %d runs, boot %ss, wall %ss\n' "$name" "${#RUN_NAMES[@]}" \
+            "$boot" "$wall" | tee -a "$OUT/summary"
         return 0
     fi
     printf 'FAIL %s: %d of %d runs failed, boot %ss, wall %ss (see %s)\n' "$name" "$failed" \
@@ -488,7 +482,7 @@ ambiguous_max() {
 # check_run CASE INDEX DIR QEMU_RC: one run's known answer; prints its PASS/FAIL line and
 # appends its numbers to $OUT/runs.tsv.
 check_run() {
-    local name=$1 i=$2 dir=$3 qemu_rc=$4 run expect args d json fails=() notes=() exit_code="?"
+    local name=$1 i=$2 dir=$3 qemu_rc=$4 run expect args d json fails=() exit_code="?"
     local verdict="-" status nmi_ev signals="-" guest run_wall figures ours="" oracle=""
     local k v inj=0 f
     local -A P=() O=() L=()
@@ -559,14 +553,13 @@ check_run() {
         printf '\t%s' "${O[$k]:--}" >>"$OUT/runs.tsv"
     done
     f=PASS
-    ((${#notes[@]} == 0)) || f=OPEN
     ((${#fails[@]} == 0)) || f=FAIL
     printf '\t%s\n' "$f" >>"$OUT/runs.tsv"
 
     figures+=", guest ${guest}s in ${run_wall}s"
     if ((${#fails[@]} == 0)); then
         local IFS=';'
-        printf '  %s %s/%s: %s%s\n' "$f" "$name" "$run" "${notes[*]:+${notes[*]}; }" "$figures" |
+        printf '  %s %s/%s: %s\n' "$f" "$name" "$run" "$figures" |
             tee -a "$OUT/summary"
         return 0
     fi
@@ -656,18 +649,8 @@ check_oracle() {
         amax=$(ambiguous_max "$args" $((O[handled] + O[overdue_at_stop])))
         ((lo <= P[dropped] && P[dropped] <= want)) ||
             fails+=("dropped ${P[dropped]} outside [$lo, $want] ($why, ambiguous ${P[ambiguous]})")
-        if ((P[ambiguous] > amax)) && [[ $expect == wide ]]; then
-            # An open limit, not a pass: counting kernel mode, a context switch's
-            # count is known only to within a period past its witness's read
-            # (under -icount virtual time runs while the vCPU waits), and with
-            # a reset every period, many switches fit "lost there" and "not due
-            # yet". Every bound above and below still holds; the ambiguity bound
-            # alone is not applied, and the line says so.
-            notes+=("OPEN: ambiguous ${P[ambiguous]} > $amax (reset mode with --include-kernel: a switch's count is known only to within a period, qemu/README.md)")
-        else
-            ((P[ambiguous] <= amax)) ||
-                fails+=("ambiguous ${P[ambiguous]}, more than $amax")
-        fi
+        ((P[ambiguous] <= amax)) ||
+            fails+=("ambiguous ${P[ambiguous]}, more than $amax")
     fi
     # Injected overflows are real sample records pmustress discards. Records the ring
     # lost are the judge's count of overflows in the gap, exact only without a re-base
