@@ -385,7 +385,7 @@ mark_field() {
 # run_case NAME: boots the case, leaves everything in $OUT/NAME, prints PASS/FAIL per
 # run and for the case.
 run_case() {
-    local name=$1 dir image initrd append qemu_rc t0 t1 marks i failed=0 boot wall open suffix
+    local name=$1 dir image initrd append qemu_rc t0 t1 marks i failed=0 boot wall
     define_case "$name"
     dir=$OUT/$name
     rm -rf "$dir"
