@@ -34,6 +34,13 @@ use crate::worker::{
 
 /// How often the controller drains rings.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);
+/// How far behind the previous pass the controller judges: a record can
+/// reach its queue a while after its time was taken (the migrator or a
+/// handler preempted between its clock read and its push, a kernel record
+/// whose writer's vCPU stopped before it published the ring's head; QEMU
+/// held vCPUs for up to 28 ms), and one judged before an older one would
+/// be out of time order.
+const JUDGE_LAG_NS: u64 = 250_000_000;
 /// How often progress is reported.
 const PROGRESS_EVERY_NS: u64 = 250_000_000;
 
@@ -189,7 +196,9 @@ impl<K: Kernel> Live<K> {
         observer: &mut dyn Observer,
         progress: &mut Progress,
     ) {
-        if obs.time_ns() < self.judged_until {
+        // A move out of order changes no judgement, only the context of
+        // the anomalies after it.
+        if obs.time_ns() < self.judged_until && !matches!(obs, Observation::Move { .. }) {
             self.reordered += 1;
         }
         self.judged_until = self.judged_until.max(obs.time_ns());
@@ -380,7 +389,7 @@ pub fn run_on<K: Kernel>(
             now,
             horizon,
         );
-        horizon = now;
+        horizon = now.saturating_sub(JUDGE_LAG_NS);
         watchdog(kernel, cfg, &mut live, &handles, now);
 
         if let Some(n) = cfg.interrupts_per_worker {
@@ -447,8 +456,9 @@ pub fn run_on<K: Kernel>(
         .collect();
     let elapsed_ns = kernel.now_ns() - started_ns;
     // The last records: everything the handlers and kernel wrote before
-    // DISABLE, then the final count, which is the last stop.
-    drain_all(
+    // DISABLE (a ring's worth per pass), then the final count, which is the
+    // last stop.
+    while drain_all(
         kernel,
         &mut live,
         &handles,
@@ -456,7 +466,7 @@ pub fn run_on<K: Kernel>(
         &mut progress,
         u64::MAX,
         u64::MAX,
-    );
+    ) {}
     for ((i, l), f) in live.iter_mut().enumerate().zip(&finished) {
         let Some(l) = l else { continue };
         let end = Observation::Final {
@@ -504,6 +514,8 @@ pub fn run_on<K: Kernel>(
 pub struct SetupError(pub String);
 
 /// Drains every worker's rings and judges what is older than `horizon`.
+/// Returns whether a ring held more than one pass takes (then what is left
+/// in it is judged later, and nothing after what was taken from it yet).
 fn drain_all<K: Kernel>(
     kernel: &K,
     live: &mut [Option<Live<K>>],
@@ -512,18 +524,27 @@ fn drain_all<K: Kernel>(
     progress: &mut Progress,
     now: u64,
     horizon: u64,
-) {
+) -> bool {
+    let mut more = false;
     for (i, (l, h)) in live.iter_mut().zip(handles).enumerate() {
         let Some(l) = l else { continue };
+        let mut horizon = horizon;
         // At most one ring's worth per pass: a worker livelocked in its
         // handler (each handler's kernel time a period or more of a
         // kernel-counting event, as under QEMU) pushes as fast as we pop,
         // and an unbounded loop never returned to the watchdog and the
         // duration check (a 1.5 s run killed after 30 s).
+        let mut taken = 0;
         for rec in std::iter::from_fn(|| l.slot.pop()).take(SIGNAL_RING_RECORDS) {
             l.last_signal_ns = now.min(kernel.now_ns());
             progress.signals += 1;
             signal_observations(rec, l.mode, &mut l.signals);
+            taken += 1;
+        }
+        if taken == SIGNAL_RING_RECORDS {
+            // The rest come after the last one taken: judge no further.
+            more = true;
+            horizon = horizon.min(l.signals.back().map_or(0, |o| o.time_ns()));
         }
         l.bytes.clear();
         kernel.drain(&mut l.ring, &mut l.bytes);
@@ -531,14 +552,21 @@ fn drain_all<K: Kernel>(
         l.garbled += sample::parse(&l.bytes, &l.ids, &mut l.ring_state, &mut l.parsed);
         l.kernel.extend(l.parsed.drain(..));
         // Bounded for the same reason: the migrator never pauses.
+        let mut taken = 0;
         for [t, cpu] in std::iter::from_fn(|| h.moves.pop()).take(MOVE_RING_RECORDS) {
             l.moves.push_back(Observation::Move {
                 time_ns: t,
                 cpu: cpu as u32,
             });
+            taken += 1;
+        }
+        if taken == MOVE_RING_RECORDS {
+            more = true;
+            horizon = horizon.min(l.moves.back().map_or(0, |o| o.time_ns()));
         }
         l.judge_until(i, horizon, observer, progress);
     }
+    more
 }
 
 /// Stops workers that make no progress: a thread that no longer runs user
