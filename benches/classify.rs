@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use common::{Tally, machine_line, ratio_line};
-use pmustress::judge::{Delivery, JudgeConfig, Mode, Observation, WorkerJudge};
+use pmustress::domain::RearmMode;
+use pmustress::judge::{Delivery, JudgeConfig, Observation, WorkerJudge};
 use pmustress::ring::Ring;
 
 const PERIOD: u64 = 100_000;
@@ -58,7 +59,7 @@ fn fastrand_like(seed: u64) -> impl FnMut() -> u64 {
 }
 
 fn judge() -> WorkerJudge {
-    WorkerJudge::new(0, JudgeConfig::new(PERIOD, SKID, SKID, Mode::Free))
+    WorkerJudge::new(0, JudgeConfig::new(PERIOD, SKID, SKID, RearmMode::Free))
 }
 
 fn classifier(c: &mut Criterion) {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use common::{Spinner, Tally, machine_line, median, ratio_line};
-use pmustress::cli::MigrateMode;
+use pmustress::domain::MigrateMode;
 use pmustress::kernel;
 use pmustress::migrator::{self, Plan};
 use pmustress::worker::WorkerShared;

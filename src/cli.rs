@@ -6,11 +6,11 @@ time and say the accepted form; `config` checks how values fit together.
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
+use crate::domain::{MigrateMode, RearmMode, SwitchWitness};
 use crate::event::EventSpec;
 use crate::evidence::Format;
-use crate::judge::Mode;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -113,7 +113,7 @@ pub struct ReplayArgs {
 
     /// A bare stream's re-arm mode.
     #[arg(long, value_enum)]
-    pub mode: Option<Mode>,
+    pub mode: Option<RearmMode>,
 
     /// A bare stream of a software clock.
     #[arg(long)]
@@ -141,37 +141,6 @@ pub struct EnvArgs {
     /// a copy of another machine's /proc and /sys).
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
-}
-
-/// How the migrator moves workers between the CPUs of the set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MigrateMode {
-    /// Pin each worker and never move it.
-    None,
-    /// Bounce each worker between two CPUs of the set.
-    PingPong,
-    /// Move each worker to the next CPU of the set in turn.
-    RoundRobin,
-    /// Move each worker to a random other CPU of the set.
-    Random,
-}
-
-/// How event stops (context switches) are witnessed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SwitchWitness {
-    /// counts for a hardware event, falling back to times where the kernel
-    /// forbids counts; none for a software clock (its judge needs no stops).
-    Auto,
-    /// A context-switch event in the overflow event's group samples the
-    /// event's count at every switch-out: drops are then judged exactly
-    /// (needs perf_event_paranoid <= 1 or CAP_PERFMON).
-    Counts,
-    /// PERF_RECORD_SWITCH: the time of every switch-out, not the count.
-    Times,
-    /// No witness: a gap across an unwitnessed stop may be ambiguous.
-    None,
 }
 
 #[derive(Debug, Args)]
@@ -249,8 +218,8 @@ pub struct RunArgs {
 
     /// free: one fixed period, deltas of read() values; reset: rr-style
     /// DISABLE, RESET, PERIOD, ENABLE after every signal.
-    #[arg(long, value_enum, default_value_t = Mode::Free)]
-    pub mode: Mode,
+    #[arg(long, value_enum, default_value_t = RearmMode::Free)]
+    pub mode: RearmMode,
 
     /// Self-test: discard every Nth overflow (its signal and its kernel sample
     /// record) as if its interrupt never came. The run is marked injected.

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::{MigrateMode, RunArgs};
+use crate::cli::RunArgs;
+use crate::domain::{MigrateMode, RearmMode};
 use crate::event::{self, Platform, ResolvedEvent};
-use crate::judge::Mode;
 
 /// Software clocks below this period livelock the worker on a 2-CPU VM and
 /// fill the per-user signal queue (shared/software-events.md: 10 us).
@@ -96,7 +96,7 @@ impl Bisect {
                 let rate = crate::stats::Rate::new(
                     run.dropped(),
                     run.overflows(),
-                    crate::results::CONFIDENCE,
+                    crate::domain::CONFIDENCE,
                 );
                 let low = rate.ci_low_per_million.unwrap_or(0.0) / 1e6;
                 if run.dropped() == 0 || low <= 0.0 {
@@ -166,8 +166,8 @@ pub struct RunConfig {
     /// before the stop.
     pub pmu_irq_maskable: bool,
     /// What the run asked for; each worker records what it got.
-    pub switch_witness: crate::cli::SwitchWitness,
-    pub mode: Mode,
+    pub switch_witness: crate::domain::SwitchWitness,
+    pub mode: RearmMode,
     pub inject_drop_every: Option<u64>,
     pub watchdog_ns: u64,
     /// Results directory (`--out`, or the default under results/, with a

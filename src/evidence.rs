@@ -473,7 +473,7 @@ fn histogram_block(out: &mut String, r: &LoadedRun, fence: bool) {
 }
 
 fn rate_cells(overflows: u64, dropped: u64) -> (String, String) {
-    let rate = Rate::new(dropped, overflows, crate::results::CONFIDENCE);
+    let rate = Rate::new(dropped, overflows, crate::domain::CONFIDENCE);
     match (
         rate.per_million,
         rate.ci_low_per_million,
@@ -671,7 +671,7 @@ pub fn summary(r: &LoadedRun) -> RunSummary {
             Rate::new(
                 t.dropped_interrupts,
                 t.accounted_overflows,
-                crate::results::CONFIDENCE,
+                crate::domain::CONFIDENCE,
             )
         }),
         setup_failure: r.run.setup_failure.clone(),

@@ -438,14 +438,14 @@ impl ResultsDir {
                     dir,
                     "run.json",
                     &Incomplete {
-                        schema_version: crate::results::SCHEMA_VERSION,
+                        schema_version: crate::domain::SCHEMA_VERSION,
                         verdict: crate::results::Verdict::Incomplete,
                         note: "the run could not start: see setup_failure",
                         argv,
                         config: cfg,
                         judge: cfg.judge_config(),
                         started_unix_s,
-                        exit_status: Some(crate::results::EXIT_CANNOT_TEST),
+                        exit_status: Some(crate::domain::EXIT_CANNOT_TEST),
                         setup_failure: Some(cause.clone()),
                     },
                 );
@@ -470,7 +470,7 @@ impl ResultsDir {
             dir,
             "run.json",
             &Incomplete {
-                schema_version: crate::results::SCHEMA_VERSION,
+                schema_version: crate::domain::SCHEMA_VERSION,
                 verdict: crate::results::Verdict::Incomplete,
                 note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
                 argv,
@@ -593,7 +593,7 @@ impl ResultsDir {
             &self.dir,
             "run.json",
             &Incomplete {
-                schema_version: crate::results::SCHEMA_VERSION,
+                schema_version: crate::domain::SCHEMA_VERSION,
                 verdict: crate::results::Verdict::Incomplete,
                 note: "the run could not start: see setup_failure",
                 argv,
@@ -603,7 +603,7 @@ impl ResultsDir {
                     .started
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
-                exit_status: Some(crate::results::EXIT_CANNOT_TEST),
+                exit_status: Some(crate::domain::EXIT_CANNOT_TEST),
                 setup_failure: Some(cause.to_string()),
             },
         )

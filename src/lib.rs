@@ -13,6 +13,7 @@ Only `kernel` and `signal` (and the fingerprint's one syslog call) contain
 pub mod cli;
 pub mod config;
 pub mod cpu;
+pub mod domain;
 pub mod event;
 pub mod evidence;
 pub mod export;

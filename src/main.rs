@@ -18,11 +18,12 @@ use pmustress::cli::{
     Cli, Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs,
 };
 use pmustress::config::{ConfigError, RunConfig};
+use pmustress::domain::{EXIT_CANNOT_TEST, EXIT_USAGE};
 use pmustress::evidence::{self, Format, LoadedRun};
 use pmustress::export::{OutError, ResultsDir};
 use pmustress::fingerprint::Fingerprint;
 use pmustress::judge::{Anomaly, ClosedWindow, Observation};
-use pmustress::results::{EXIT_CANNOT_TEST, EXIT_USAGE, MAX_RECORDED_ANOMALIES, RunResults};
+use pmustress::results::{MAX_RECORDED_ANOMALIES, RunResults};
 use pmustress::{event, kernel, report, run};
 
 /// Prints to stdout (control characters escaped), ignoring a closed pipe
@@ -100,7 +101,8 @@ fn main() -> ExitCode {
 
 /// `pmustress replay`: the judgement of a recorded stream, again.
 fn replay_command(args: &ReplayArgs) -> i32 {
-    use pmustress::judge::{JudgeConfig, Mode};
+    use pmustress::domain::RearmMode;
+    use pmustress::judge::JudgeConfig;
     use pmustress::replay;
     if args.path.is_dir() {
         // A run.json that is not a run is the argument's fault (2), as in
@@ -174,7 +176,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
             period,
             args.skid.unwrap_or(0),
             args.interrupt_skid.unwrap_or(0),
-            args.mode.unwrap_or(Mode::Free),
+            args.mode.unwrap_or(RearmMode::Free),
         )
     };
     let stream = match replay::read_stream(&args.path) {
@@ -320,7 +322,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 serde_json::json!({
                     "label": g.label, "runs": g.runs, "overflows": g.overflows,
                     "dropped": g.dropped, "injected": g.injected,
-                    "rate": pmustress::stats::Rate::new(g.dropped, g.overflows, pmustress::results::CONFIDENCE),
+                    "rate": pmustress::stats::Rate::new(g.dropped, g.overflows, pmustress::domain::CONFIDENCE),
                 })
             };
             let v = serde_json::json!({

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::cli::MigrateMode;
+use crate::domain::MigrateMode;
 use crate::kernel::{Kernel, Real};
 use crate::worker::WorkerShared;
 

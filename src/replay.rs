@@ -26,9 +26,10 @@ use flate2::read::MultiGzDecoder;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED};
 use crate::judge::stream::{HEADER, Row};
 use crate::judge::{DeliveryTotals, InterruptTotals, JudgeConfig, WorkerJudge};
-use crate::results::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, coincidences, stream_reasons};
+use crate::results::{coincidences, stream_reasons};
 
 /// Observations read, and where the file ended early.
 pub struct Stream {
@@ -298,7 +299,8 @@ pub fn summary(r: &Replayed) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::{Mode, Observation};
+    use crate::domain::RearmMode;
+    use crate::judge::Observation;
 
     fn rows(obs: &[Observation]) -> String {
         let mut s = format!("{HEADER}\n");
@@ -342,7 +344,7 @@ mod tests {
             },
         ]);
         let stream = parse_stream(text.as_bytes(), "test").unwrap();
-        let r = judge(&stream.rows, JudgeConfig::new(p, 0, 0, Mode::Free));
+        let r = judge(&stream.rows, JudgeConfig::new(p, 0, 0, RearmMode::Free));
         assert_eq!(
             (
                 r.interrupts.samples,

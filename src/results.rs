@@ -18,23 +18,15 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
+use crate::domain::{
+    CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RearmMode, SCHEMA_VERSION,
+    SwitchWitness,
+};
 use crate::fingerprint::{Fingerprint, PseudoNmi};
-use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals, Mode};
+use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals};
 use crate::run::{RunRecord, StopReason, WorkerRecord};
 use crate::stats::Rate;
-
-pub const SCHEMA_VERSION: u32 = 2;
-
-/// Exit statuses, for `git bisect run` among others.
-pub const EXIT_CLEAN: i32 = 0;
-pub const EXIT_DROPPED: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_CANNOT_TEST: i32 = 125;
-
-/// Confidence of the intervals reported with rates.
-pub const CONFIDENCE: f64 = 0.95;
 
 /// A run that saw no dropped interrupt is only "clean" if its overflows
 /// bound the dropped rate below this (one-sided, at `CONFIDENCE`): zero
@@ -239,7 +231,7 @@ fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
         && i.unexplained == 0
         && i.count_wraps == 0;
     let implied = match (cfg.mode, cfg.event.software, grid_kept, w.final_count) {
-        (Mode::Free, false, true, Some(end)) => Some(end / period),
+        (RearmMode::Free, false, true, Some(end)) => Some(end / period),
         _ => None,
     };
     Counts {
@@ -438,7 +430,7 @@ impl RunResults {
                 AnomalyKind::SoftwareTimerSkip.advice()
             ));
         }
-        if cfg.migrate != crate::cli::MigrateMode::None && totals.migrations_requested == 0 {
+        if cfg.migrate != crate::domain::MigrateMode::None && totals.migrations_requested == 0 {
             warnings.push("no migration happened: the migrator never moved a worker".to_string());
         }
         if !cfg.event.software
@@ -489,7 +481,7 @@ impl RunResults {
                 inconclusive.push(format!("{n} {what}"));
             }
         }
-        if cfg.mode == Mode::Reset && totals.reordered_observations > 0 {
+        if cfg.mode == RearmMode::Reset && totals.reordered_observations > 0 {
             inconclusive.push(format!(
                 "{} observations reached the judge out of time order, so resets may be misplaced",
                 totals.reordered_observations

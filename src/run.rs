@@ -21,9 +21,9 @@ use hdrhistogram::Histogram;
 
 use std::collections::VecDeque;
 
-use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
-use crate::judge::{Anomaly, ClosedWindow, Mode, Observation, WorkerJudge, WorkerVerdict};
+use crate::domain::{RearmMode, SwitchWitness};
+use crate::judge::{Anomaly, ClosedWindow, Observation, WorkerJudge, WorkerVerdict};
 use crate::kernel::{self, EventAttr, Kernel, Real};
 use crate::migrator::{self, Plan};
 use crate::sample::{self, RingIds, RingState};
@@ -133,7 +133,7 @@ struct Live<K: Kernel> {
     ring_state: RingState,
     switch_witness: SwitchWitness,
     judge: WorkerJudge,
-    mode: Mode,
+    mode: RearmMode,
     bytes: Vec<u8>,
     parsed: Vec<Observation>,
     /// Drained, not yet judged: kernel records in ring order, signals (and
@@ -212,7 +212,7 @@ impl<K: Kernel> Live<K> {
 
 /// A handler record as the observation it is; in reset mode an overflow
 /// signal is followed by the reset its handler made.
-fn signal_observations(rec: SignalRecord, mode: Mode, out: &mut VecDeque<Observation>) {
+fn signal_observations(rec: SignalRecord, mode: RearmMode, out: &mut VecDeque<Observation>) {
     out.push_back(Observation::Signal {
         time_ns: rec.time_ns,
         cpu: rec.cpu,
@@ -220,7 +220,7 @@ fn signal_observations(rec: SignalRecord, mode: Mode, out: &mut VecDeque<Observa
         si_code: rec.si_code,
         delivery: rec.delivery,
     });
-    if mode == Mode::Reset && rec.delivery == signal::Delivery::Overflow {
+    if mode == RearmMode::Reset && rec.delivery == signal::Delivery::Overflow {
         out.push_back(Observation::Reset {
             time_ns: rec.time_ns,
             count: rec.at_stop,
@@ -279,7 +279,7 @@ pub fn run_on<K: Kernel>(
             attr,
             witness,
             first_cpu: plan.first_cpu(index),
-            rearm_period: if cfg.mode == Mode::Reset {
+            rearm_period: if cfg.mode == RearmMode::Reset {
                 cfg.period
             } else {
                 0

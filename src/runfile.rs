@@ -22,7 +22,8 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::results::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, SCHEMA_VERSION, Verdict};
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, SCHEMA_VERSION};
+use crate::results::Verdict;
 
 /// The largest run.json read. The writer's, at most 1,000 anomalies, the
 /// fingerprint and one entry per worker (1,024 workers at most, ~2 KiB

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::cli::SwitchWitness;
+use crate::domain::SwitchWitness;
 use crate::kernel::{self, EventAttr, Kernel};
 use crate::ring::Ring;
 use crate::sample::RingIds;

@@ -30,22 +30,13 @@ pub mod wrap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::RearmMode;
+
 pub use deliveries::{ClosedWindow, DeliveryTotals};
 pub use interrupts::InterruptTotals;
 pub use kinds::AnomalyKind;
 pub use stream::{Delivery, Observation, Row};
 pub use worker::{Anomaly, WorkerJudge, WorkerVerdict};
-
-/// How the counter is re-armed between overflows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// One fixed sample_period; deltas are differences of read() values.
-    Free,
-    /// rr-style: DISABLE, RESET, PERIOD, ENABLE after every signal; the read
-    /// value is the delta.
-    Reset,
-}
 
 /// User-mode events our handler runs between its read and the DISABLE that
 /// stops the event (reset mode): the stop is at most this far past the read.
@@ -60,7 +51,7 @@ pub struct JudgeConfig {
     pub skid: u64,
     /// How far past its due point an interrupt may be taken and be on time.
     pub interrupt_skid: u64,
-    pub mode: Mode,
+    pub mode: RearmMode,
     /// A software clock (no PMU, no re-arm grid).
     pub software: bool,
     /// Kernel mode is counted: a stop's count is only a lower bound.
@@ -90,7 +81,7 @@ pub struct JudgeConfig {
 
 impl JudgeConfig {
     /// The settings for a run; the slacks follow from the counting mode.
-    pub fn new(period: u64, skid: u64, interrupt_skid: u64, mode: Mode) -> JudgeConfig {
+    pub fn new(period: u64, skid: u64, interrupt_skid: u64, mode: RearmMode) -> JudgeConfig {
         JudgeConfig {
             period,
             skid,
