@@ -26,8 +26,8 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use common::{Tally, machine_line, ratio_line};
 use pmustress::domain::RearmMode;
+use pmustress::engine::ring::Ring;
 use pmustress::judge::{Delivery, JudgeConfig, Observation, WorkerJudge};
-use pmustress::ring::Ring;
 
 const PERIOD: u64 = 100_000;
 const SKID: u64 = 2_000;
@@ -139,7 +139,7 @@ fn classifier(c: &mut Criterion) {
         )
     );
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    if let Some(max) = pmustress::kernel::read_max_sample_rate() {
+    if let Some(max) = pmustress::engine::kernel::read_max_sample_rate() {
         println!(
             "headroom: the judge takes {:.0} overflows/s on one thread = {:.1}x the kernel's ceiling here ({max}/s per CPU x {cpus} CPUs)",
             whole.per_second(),

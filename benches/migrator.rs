@@ -23,9 +23,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use common::{Spinner, Tally, machine_line, median, ratio_line};
 use pmustress::domain::MigrateMode;
-use pmustress::kernel;
-use pmustress::migrator::{self, Plan};
-use pmustress::worker::WorkerShared;
+use pmustress::engine::kernel;
+use pmustress::engine::migrator::{self, Plan};
+use pmustress::engine::worker::WorkerShared;
 
 /// The two CPUs every move alternates between.
 fn cpu_pair() -> [usize; 2] {
@@ -174,9 +174,9 @@ fn bench(c: &mut Criterion) {
 /// Why full runs are slow, measured: see the module doc.
 mod diag {
     use super::*;
-    use pmustress::config::RunConfig;
-    use pmustress::event::Platform;
-    use pmustress::run;
+    use pmustress::cli::config::RunConfig;
+    use pmustress::engine::event::Platform;
+    use pmustress::engine::run;
 
     const WINDOW: Duration = Duration::from_millis(1000);
 

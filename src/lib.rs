@@ -11,26 +11,8 @@ Only `kernel` and `signal` (and the fingerprint's one syslog call) contain
 */
 
 pub mod cli;
-pub mod config;
-pub mod cpu;
 pub mod domain;
-pub mod event;
+pub mod engine;
 pub mod evidence;
-pub mod export;
 pub mod fingerprint;
 pub mod judge;
-pub mod kernel;
-pub mod manual;
-pub mod migrator;
-pub mod plot;
-pub mod replay;
-pub mod report;
-pub mod results;
-pub mod ring;
-pub mod run;
-pub mod runfile;
-pub mod sample;
-pub mod signal;
-pub mod sigqueue;
-pub mod stats;
-pub mod worker;

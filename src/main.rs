@@ -14,17 +14,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
+use pmustress::cli::config::{ConfigError, RunConfig};
+use pmustress::cli::console;
 use pmustress::cli::{
     Cli, Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs,
 };
-use pmustress::config::{ConfigError, RunConfig};
 use pmustress::domain::{EXIT_CANNOT_TEST, EXIT_USAGE};
-use pmustress::evidence::{self, Format, LoadedRun};
-use pmustress::export::{OutError, ResultsDir};
+use pmustress::engine::{event, kernel, run};
+use pmustress::evidence::report::{self, Format, LoadedRun};
+use pmustress::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
+use pmustress::evidence::results_dir::{OutError, ResultsDir};
 use pmustress::fingerprint::Fingerprint;
 use pmustress::judge::{Anomaly, ClosedWindow, Observation};
-use pmustress::results::{MAX_RECORDED_ANOMALIES, RunResults};
-use pmustress::{event, kernel, report, run};
 
 /// Prints to stdout (control characters escaped), ignoring a closed pipe
 /// (`pmustress run | head`): a
@@ -36,7 +37,7 @@ macro_rules! say {
         let _ = writeln!(
             std::io::stdout().lock(),
             "{}",
-            pmustress::evidence::escape_controls(&line)
+            pmustress::evidence::report::escape_controls(&line)
         );
     }};
 }
@@ -53,7 +54,7 @@ macro_rules! put {
 /// full disk, /dev/full) is one line and 125, never a lost output with 0.
 /// A reader that went away (`| head`) took what it wanted: not an error.
 fn emit(text: &str, status: i32) -> i32 {
-    emit_bytes(evidence::escape_controls(text).as_bytes(), status)
+    emit_bytes(report::escape_controls(text).as_bytes(), status)
 }
 
 fn emit_bytes(bytes: &[u8], status: i32) -> i32 {
@@ -91,7 +92,7 @@ fn main() -> ExitCode {
         Command::Completions { shell } => {
             // Rendered first: clap_complete panics on a failed write.
             let mut script = Vec::new();
-            pmustress::manual::completions(shell, &mut script);
+            pmustress::cli::manual::completions(shell, &mut script);
             emit_bytes(&script, 0)
         }
         Command::Man => man_command(),
@@ -102,12 +103,12 @@ fn main() -> ExitCode {
 /// `pmustress replay`: the judgement of a recorded stream, again.
 fn replay_command(args: &ReplayArgs) -> i32 {
     use pmustress::domain::RearmMode;
+    use pmustress::evidence::replay;
     use pmustress::judge::JudgeConfig;
-    use pmustress::replay;
     if args.path.is_dir() {
         // A run.json that is not a run is the argument's fault (2), as in
         // report; a stream that cannot be judged is 125.
-        if let Err(e) = pmustress::runfile::read(&args.path) {
+        if let Err(e) = pmustress::evidence::runfile::read(&args.path) {
             eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
             return EXIT_USAGE;
         }
@@ -233,7 +234,7 @@ fn load_groups(dirs: &[std::path::PathBuf], names: &[&str]) -> anyhow::Result<Ve
         .enumerate()
         .map(|(i, dir)| {
             let name = names.get(i).or(names.last()).copied().unwrap_or("<DIR>");
-            evidence::expand(std::slice::from_ref(dir))
+            report::expand(std::slice::from_ref(dir))
                 .and_then(|mut groups| {
                     groups
                         .pop()
@@ -258,7 +259,7 @@ fn report_command(args: &ReportArgs) -> i32 {
     let mut out = String::new();
     match args.format {
         Format::Json => {
-            let all: Vec<_> = runs.iter().map(evidence::summary).collect();
+            let all: Vec<_> = runs.iter().map(report::summary).collect();
             match serde_json::to_string_pretty(&all) {
                 Ok(s) => put!(out, "{s}"),
                 Err(e) => {
@@ -270,7 +271,7 @@ fn report_command(args: &ReportArgs) -> i32 {
         format => put!(
             out,
             "{}",
-            evidence::report(&runs, format, args.anomalies).trim_end()
+            report::report(&runs, format, args.anomalies).trim_end()
         ),
     }
     // A run without a verdict is evidence, not a result: a script that
@@ -305,8 +306,8 @@ fn compare_command(args: &CompareArgs) -> i32 {
         return EXIT_CANNOT_TEST;
     }
     let (a, b) = match (
-        evidence::Group::of(args.a.display().to_string(), &groups[0]),
-        evidence::Group::of(args.b.display().to_string(), &groups[1]),
+        report::Group::of(args.a.display().to_string(), &groups[0]),
+        report::Group::of(args.b.display().to_string(), &groups[1]),
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
@@ -317,12 +318,12 @@ fn compare_command(args: &CompareArgs) -> i32 {
     let mut out = String::new();
     match args.format {
         Format::Json => {
-            let p = evidence::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
-            let side = |g: &evidence::Group| {
+            let p = report::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
+            let side = |g: &report::Group| {
                 serde_json::json!({
                     "label": g.label, "runs": g.runs, "overflows": g.overflows,
                     "dropped": g.dropped, "injected": g.injected,
-                    "rate": pmustress::stats::Rate::new(g.dropped, g.overflows, pmustress::domain::CONFIDENCE),
+                    "rate": pmustress::judge::stats::Rate::new(g.dropped, g.overflows, pmustress::domain::CONFIDENCE),
                 })
             };
             let v = serde_json::json!({
@@ -335,7 +336,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 serde_json::to_string_pretty(&v).unwrap_or_default()
             );
         }
-        _ => put!(out, "{}", evidence::compare(&a, &b).trim_end()),
+        _ => put!(out, "{}", report::compare(&a, &b).trim_end()),
     }
     emit(&out, 0)
 }
@@ -348,7 +349,7 @@ fn plot_command(args: &PlotArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    match pmustress::plot::render(&runs, &args.output) {
+    match pmustress::evidence::plot::render(&runs, &args.output) {
         Ok(()) => 0,
         Err(e) => {
             // A full disk is this machine's state, not a wrong -o.
@@ -376,7 +377,7 @@ fn plot_command(args: &PlotArgs) -> i32 {
 
 fn man_command() -> i32 {
     let mut page = Vec::new();
-    if let Err(e) = pmustress::manual::man_page(&mut page) {
+    if let Err(e) = pmustress::cli::manual::man_page(&mut page) {
         eprintln!("error: rendering the man page: {e}");
         return EXIT_CANNOT_TEST;
     }
@@ -386,7 +387,7 @@ fn man_command() -> i32 {
 /// Console output, the results directory, and the anomalies kept for
 /// run.json.
 struct Collect {
-    console: report::Console,
+    console: console::Console,
     files: ResultsDir,
     anomalies: Vec<Anomaly>,
     not_recorded: u64,
@@ -439,7 +440,7 @@ fn run_command(args: &RunArgs) -> i32 {
         libc::SIGQUIT,
         libc::SIGPIPE,
     ] {
-        if sig == libc::SIGHUP && pmustress::signal::is_ignored(sig) {
+        if sig == libc::SIGHUP && pmustress::engine::signal::is_ignored(sig) {
             continue;
         }
         let flag = Arc::new(AtomicBool::new(false));
@@ -477,13 +478,13 @@ fn run_command(args: &RunArgs) -> i32 {
         }
     };
 
-    match pmustress::sigqueue::check_live(cfg.workers) {
-        pmustress::sigqueue::Check::Refuse(msg) => {
+    match pmustress::engine::sigqueue::check_live(cfg.workers) {
+        pmustress::engine::sigqueue::Check::Refuse(msg) => {
             eprintln!("pmustress: cannot test here: {msg}");
             return EXIT_CANNOT_TEST;
         }
-        pmustress::sigqueue::Check::Warn(msg) => eprintln!("warning: {msg}"),
-        pmustress::sigqueue::Check::Ok => {}
+        pmustress::engine::sigqueue::Check::Warn(msg) => eprintln!("warning: {msg}"),
+        pmustress::engine::sigqueue::Check::Ok => {}
     }
 
     let stop_signal = || {
@@ -507,7 +508,7 @@ fn run_command(args: &RunArgs) -> i32 {
     };
     let cfg = cfg;
     say!("{}", fingerprint.verdict_line());
-    say!("{}", report::banner(&cfg));
+    say!("{}", console::banner(&cfg));
     if let Some(b) = &cfg.bisect {
         say!(
             "bisect: zero dropped interrupts in {} overflows will show the rate is below {:.3} per million at {} confidence ({}); the run stops as bad at the first dropped interrupt",
@@ -518,7 +519,7 @@ fn run_command(args: &RunArgs) -> i32 {
         );
     }
     let mut collect = Collect {
-        console: report::Console::new(cfg.max_anomaly_lines),
+        console: console::Console::new(cfg.max_anomaly_lines),
         files,
         anomalies: Vec::new(),
         not_recorded: 0,
@@ -553,9 +554,9 @@ fn run_command(args: &RunArgs) -> i32 {
     // and the status is not 0 either.
     let saved = collect.files.finish(kernel::monotonic_ns(), &mut results);
     if let Err(e) = &saved {
-        results.mark_unsaved(pmustress::export::unsaved(&cfg.out, e));
+        results.mark_unsaved(pmustress::evidence::results_dir::unsaved(&cfg.out, e));
     }
-    say!("{}", report::summary(&results).trim_end());
+    say!("{}", console::summary(&results).trim_end());
     if let Err(e) = saved {
         eprintln!(
             "pmustress: could not save all results in {}: {e:#}",

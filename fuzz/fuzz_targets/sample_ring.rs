@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-use pmustress::sample;
+use pmustress::engine::sample;
 
 fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();

@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 
 use super::kmsg::KernelLog;
 use super::read::{Root, Sourced};
-use crate::cpu::{Cluster, CoreModel, CpuId, clusters, core_model, format_cpu_list};
+use crate::fingerprint::cpu::{Cluster, CoreModel, CpuId, clusters, core_model, format_cpu_list};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Cpus {

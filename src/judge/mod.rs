@@ -24,6 +24,7 @@ pub mod deliveries;
 pub mod interrupts;
 pub mod kinds;
 pub mod model;
+pub mod stats;
 pub mod stream;
 pub mod worker;
 pub mod wrap;

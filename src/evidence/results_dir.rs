@@ -42,7 +42,7 @@ use serde::Serialize;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
-use crate::config::RunConfig;
+use crate::cli::config::RunConfig;
 use crate::judge::stream::{self, Row};
 use crate::judge::{Anomaly, ClosedWindow, Observation};
 
@@ -111,7 +111,7 @@ pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
 #[derive(Serialize)]
 struct Incomplete<'a> {
     schema_version: u32,
-    verdict: crate::results::Verdict,
+    verdict: crate::evidence::results::Verdict,
     note: &'static str,
     argv: &'a [String],
     config: &'a RunConfig,
@@ -439,7 +439,7 @@ impl ResultsDir {
                     "run.json",
                     &Incomplete {
                         schema_version: crate::domain::SCHEMA_VERSION,
-                        verdict: crate::results::Verdict::Incomplete,
+                        verdict: crate::evidence::results::Verdict::Incomplete,
                         note: "the run could not start: see setup_failure",
                         argv,
                         config: cfg,
@@ -471,7 +471,7 @@ impl ResultsDir {
             "run.json",
             &Incomplete {
                 schema_version: crate::domain::SCHEMA_VERSION,
-                verdict: crate::results::Verdict::Incomplete,
+                verdict: crate::evidence::results::Verdict::Incomplete,
                 note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
                 argv,
                 config: cfg,
@@ -594,7 +594,7 @@ impl ResultsDir {
             "run.json",
             &Incomplete {
                 schema_version: crate::domain::SCHEMA_VERSION,
-                verdict: crate::results::Verdict::Incomplete,
+                verdict: crate::evidence::results::Verdict::Incomplete,
                 note: "the run could not start: see setup_failure",
                 argv,
                 config: cfg,
@@ -694,7 +694,11 @@ impl ResultsDir {
 
     /// Writes the last intervals, deltas.hgrm and the final run.json, which
     /// names the files a failed write left partial.
-    pub fn finish(mut self, now_ns: u64, results: &mut crate::results::RunResults) -> Result<()> {
+    pub fn finish(
+        mut self,
+        now_ns: u64,
+        results: &mut crate::evidence::results::RunResults,
+    ) -> Result<()> {
         let start = self.started_ns.unwrap_or(now_ns);
         let mut tail = Ok(());
         if self.failed.is_none() {

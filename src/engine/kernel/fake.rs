@@ -47,9 +47,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{EventAttr, HandlerKernel, Kernel};
+use crate::engine::sample::{self, RingIds};
+use crate::engine::signal;
 use crate::judge::Observation;
-use crate::sample::{self, RingIds};
-use crate::signal;
 
 /// The fake clock at the start of a run (any value would do; not 0, so a
 /// time never looks unset).
@@ -968,7 +968,7 @@ mod tests {
     use std::sync::mpsc;
 
     use super::*;
-    use crate::sample::RingState;
+    use crate::engine::sample::RingState;
 
     const P: u64 = 1_000;
 

@@ -3,14 +3,18 @@ The command line, as clap definitions only. Value parsers check one value at a
 time and say the accepted form; `config` checks how values fit together.
 */
 
+pub mod config;
+pub mod console;
+pub mod manual;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::domain::{MigrateMode, RearmMode, SwitchWitness};
-use crate::event::EventSpec;
-use crate::evidence::Format;
+use crate::engine::event::EventSpec;
+use crate::evidence::report::Format;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -61,8 +65,8 @@ pub struct PlotArgs {
 
     /// The image to write: FILE.svg or FILE.png (the extension picks the
     /// format).
-    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::plot::parse_output)]
-    pub output: crate::plot::Output,
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::evidence::plot::parse_output)]
+    pub output: crate::evidence::plot::Output,
 }
 
 #[derive(Debug, Args)]
@@ -304,10 +308,10 @@ fn parse_positive(s: &str) -> Result<u64, String> {
 
 fn parse_workers(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
-        Ok(n) if (1..=crate::signal::MAX_WORKERS).contains(&n) => Ok(n),
+        Ok(n) if (1..=crate::engine::signal::MAX_WORKERS).contains(&n) => Ok(n),
         _ => Err(format!(
             "expected a number of threads from 1 to {}, got {s:?}",
-            crate::signal::MAX_WORKERS
+            crate::engine::signal::MAX_WORKERS
         )),
     }
 }
@@ -403,7 +407,7 @@ pub struct CpuList(pub Vec<usize>);
 
 fn parse_cpus_flag(s: &str) -> Result<CpuList, String> {
     let max = libc::CPU_SETSIZE as u32 - 1;
-    crate::cpu::parse_cpu_list_checked(s, max)
+    crate::fingerprint::cpu::parse_cpu_list_checked(s, max)
         .map(|cpus| CpuList(cpus.into_iter().map(|c| c as usize).collect()))
 }
 

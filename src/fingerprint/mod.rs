@@ -14,30 +14,31 @@ directory (`/` live), so the same code runs on fixture trees in
 `tests/fixtures/fingerprint`. Collecting never fails.
 */
 
-mod kernel;
+pub mod cpu;
 mod kmsg;
 mod knobs;
 mod machine;
 mod pmu;
 mod pseudo_nmi;
 mod read;
+mod running_kernel;
 
 use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
 
-pub use kernel::{
-    ArchFamily, Cmdline, ConfigValue, Kernel, KernelConfig, WATCHED_OPTIONS, kstrtobool,
-};
 pub use kmsg::KernelLog;
 pub use knobs::{Knobs, Limit, SigQ, parse_limits, parse_sigq, status_field};
 pub use machine::{Cpus, Dmi, Platform, Virtualization};
 pub use pmu::{Pmu, Pmus, parse_probe_line};
 pub use pseudo_nmi::{PseudoNmi, PseudoNmiVerdict, verdict as pseudo_nmi_verdict};
 pub use read::Sourced;
+pub use running_kernel::{
+    ArchFamily, Cmdline, ConfigValue, Kernel, KernelConfig, WATCHED_OPTIONS, kstrtobool,
+};
 
-use crate::cpu::{BranchEvent, CpuId, format_cpu_list};
+use crate::fingerprint::cpu::{BranchEvent, CpuId, format_cpu_list};
 use read::Root;
 
 /// Bumped whenever a field changes meaning or disappears, so results written
@@ -316,7 +317,7 @@ impl fmt::Display for Fingerprint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::{BranchEvent, CpuId};
+    use crate::fingerprint::cpu::{BranchEvent, CpuId};
     use std::path::PathBuf;
 
     fn fixture(case: &str) -> Fingerprint {

@@ -16,10 +16,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::domain::SwitchWitness;
-use crate::kernel::{self, EventAttr, Kernel};
-use crate::ring::Ring;
-use crate::sample::RingIds;
-use crate::signal::{self, Slot};
+use crate::engine::kernel::{self, EventAttr, Kernel};
+use crate::engine::ring::Ring;
+use crate::engine::sample::RingIds;
+use crate::engine::signal::{self, Slot};
 
 /// Data pages of each event's sample ring: 512 KiB with 4 KiB pages, about
 /// 6,500 samples of 80 bytes. The controller drains every few ms, but in a

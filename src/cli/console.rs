@@ -8,10 +8,10 @@ use std::io::Write;
 
 use clap::ValueEnum;
 
-use crate::config::{RunConfig, format_cpus};
+use crate::cli::config::{RunConfig, format_cpus};
+use crate::engine::run::{Observer, Progress};
+use crate::evidence::results::{Counts, RunResults, Verdict};
 use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals};
-use crate::results::{Counts, RunResults, Verdict};
-use crate::run::{Observer, Progress};
 
 /// `worker 1: dropped interrupt: interrupts 20003 apart (2.00 periods of
 /// 10000), cpu 3 -> 7, 14 us after migration, after signal #2650640`
@@ -80,7 +80,7 @@ pub struct Console {
 impl Console {
     pub fn new(limit: u64) -> Console {
         Console {
-            tty: crate::kernel::stderr_is_tty(),
+            tty: crate::engine::kernel::stderr_is_tty(),
             printed: 0,
             limit,
             progress_shown: false,

@@ -1,7 +1,7 @@
 /*!
 Reading results back: `pmustress report` and `pmustress compare`.
 
-A results directory is read as written by `export`: run.json (as JSON values,
+A results directory is read as written by `results_dir`: run.json (as JSON values,
 so older and newer schema versions still read), the per-worker histogram
 logs (merged into one histogram of deltas) and anomalies.csv. The text form
 fits a mailing list: at most 72 columns, no colour, the command to reproduce,
@@ -22,8 +22,8 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::runfile::RunFile;
-use crate::stats::Rate;
+use crate::evidence::runfile::RunFile;
+use crate::judge::stats::Rate;
 
 pub const WIDTH: usize = 72;
 
@@ -50,7 +50,7 @@ pub struct LoadedRun {
 
 impl LoadedRun {
     pub fn load(dir: &Path) -> Result<LoadedRun> {
-        let run = crate::runfile::read(dir)?;
+        let run = crate::evidence::runfile::read(dir)?;
         let mut deltas = Histogram::<u64>::new(3).context("creating a histogram")?;
         let mut hlogs: Vec<PathBuf> = std::fs::read_dir(dir)
             .with_context(|| format!("listing {}", dir.display()))?
@@ -117,7 +117,7 @@ impl LoadedRun {
     }
 
     pub fn verdict(&self) -> &'static str {
-        crate::runfile::verdict_name(self.run.verdict)
+        crate::evidence::runfile::verdict_name(self.run.verdict)
     }
 
     /// "exit 1", or "no exit status" for a run that did not finish.
@@ -231,7 +231,7 @@ const MAX_HLOG_LINE: u64 = 4 << 20;
 /// (a long run's log is never held whole).
 pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
     use std::io::BufRead as _;
-    let (file, _) = crate::runfile::open_regular(path)?;
+    let (file, _) = crate::evidence::runfile::open_regular(path)?;
     let mut reader = std::io::BufReader::new(file);
     let mut line = Vec::new();
     let mut de = Deserializer::new();
@@ -288,7 +288,7 @@ fn read_anomalies(path: &Path) -> Result<Anomalies> {
     if !path.exists() {
         return Ok(out);
     }
-    let (file, _) = crate::runfile::open_regular(path)?;
+    let (file, _) = crate::evidence::runfile::open_regular(path)?;
     let mut r = csv::Reader::from_reader(std::io::BufReader::new(file));
     out.header = r
         .headers()
@@ -648,7 +648,7 @@ pub struct RunSummary {
     /// None for a run that did not finish.
     pub exit_status: Option<i32>,
     pub injected: bool,
-    pub pseudo_nmi: Option<crate::runfile::PseudoNmi>,
+    pub pseudo_nmi: Option<crate::evidence::runfile::PseudoNmi>,
     pub command: String,
     /// None (with the rate) for a run that did not finish.
     pub overflows: Option<u64>,
@@ -678,7 +678,7 @@ pub fn summary(r: &LoadedRun) -> RunSummary {
     }
 }
 
-pub use crate::stats::rates_differ_p;
+pub use crate::judge::stats::rates_differ_p;
 
 /// A group of runs summed: overflows and drops add.
 pub struct Group {

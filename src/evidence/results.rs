@@ -5,7 +5,8 @@ Results: what a run measured, summed up and judged, as one serde structure.
 (the interrupt judgement, the delivery judgement, and the final count as an
 independent check of the overflow accounting), the delta and interrupt
 latency distributions, and the verdict with its exit status. It is written to
-`run.json` (atomically) and rendered by `report`.
+`run.json` (atomically) and rendered by `cli::console` at the end of a run
+and by `report` when read back.
 
 The verdict rule: `dropped` when the judge found an overflow whose interrupt
 never happened under every explanation of the kernel's records; otherwise
@@ -18,15 +19,15 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::RunConfig;
+use crate::cli::config::RunConfig;
 use crate::domain::{
     CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RearmMode, SCHEMA_VERSION,
     SwitchWitness,
 };
+use crate::engine::run::{RunRecord, StopReason, WorkerRecord};
 use crate::fingerprint::{Fingerprint, PseudoNmi};
+use crate::judge::stats::Rate;
 use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals};
-use crate::run::{RunRecord, StopReason, WorkerRecord};
-use crate::stats::Rate;
 
 /// A run that saw no dropped interrupt is only "clean" if its overflows
 /// bound the dropped rate below this (one-sided, at `CONFIDENCE`): zero
@@ -350,7 +351,7 @@ impl RunResults {
         if cfg.event.software {
             warnings.push(format!(
                 "{}: it proves the pipeline (signals, rings, migrator, judge), not the interrupt path of a PMU",
-                crate::event::SOFTWARE_CAVEAT
+                crate::engine::event::SOFTWARE_CAVEAT
             ));
         }
         if let Some(n) = cfg.inject_drop_every {
@@ -577,7 +578,7 @@ impl RunResults {
 /// How many overflows with no drop make a run "clean": enough to bound the
 /// dropped rate below `MIN_EVIDENCE_RATE` at `CONFIDENCE` (299).
 pub fn overflows_needed() -> u64 {
-    crate::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
+    crate::judge::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
 }
 
 /// Why the judged stream itself makes a run inconclusive (the same words

@@ -21,16 +21,16 @@ use hdrhistogram::Histogram;
 
 use std::collections::VecDeque;
 
-use crate::config::RunConfig;
+use crate::cli::config::RunConfig;
 use crate::domain::{RearmMode, SwitchWitness};
-use crate::judge::{Anomaly, ClosedWindow, Observation, WorkerJudge, WorkerVerdict};
-use crate::kernel::{self, EventAttr, Kernel, Real};
-use crate::migrator::{self, Plan};
-use crate::sample::{self, RingIds, RingState};
-use crate::signal::{self, SignalRecord, Slot};
-use crate::worker::{
+use crate::engine::kernel::{self, EventAttr, Kernel, Real};
+use crate::engine::migrator::{self, Plan};
+use crate::engine::sample::{self, RingIds, RingState};
+use crate::engine::signal::{self, SignalRecord, Slot};
+use crate::engine::worker::{
     self, Finished, MOVE_RING_RECORDS, SIGNAL_RING_RECORDS, WorkerShared, WorkerSpec,
 };
+use crate::judge::{Anomaly, ClosedWindow, Observation, WorkerJudge, WorkerVerdict};
 
 /// How often the controller drains rings.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::cli::RunArgs;
 use crate::domain::{MigrateMode, RearmMode};
-use crate::event::{self, Platform, ResolvedEvent};
+use crate::engine::event::{self, Platform, ResolvedEvent};
 
 /// Software clocks below this period livelock the worker on a 2-CPU VM and
 /// fill the per-user signal queue (shared/software-events.md: 10 us).
@@ -67,7 +67,7 @@ impl Bisect {
         let (bad_rate, source) = match (args.bad_rate, &args.baseline) {
             (Some(r), _) => (r, "--bad-rate".to_string()),
             (None, Some(dir)) => {
-                let run = crate::evidence::LoadedRun::load(dir).map_err(|e| {
+                let run = crate::evidence::report::LoadedRun::load(dir).map_err(|e| {
                     usage(
                         "--baseline",
                         format!("{e:#}; expected a results directory with run.json"),
@@ -93,7 +93,7 @@ impl Bisect {
                         ),
                     ));
                 }
-                let rate = crate::stats::Rate::new(
+                let rate = crate::judge::stats::Rate::new(
                     run.dropped(),
                     run.overflows(),
                     crate::domain::CONFIDENCE,
@@ -120,7 +120,7 @@ impl Bisect {
             }
             (None, None) => return Ok(None),
         };
-        let needed = crate::stats::trials_to_bound(bad_rate, args.confidence).ok_or_else(|| {
+        let needed = crate::judge::stats::trials_to_bound(bad_rate, args.confidence).ok_or_else(|| {
             usage(
                 "--bad-rate",
                 format!(
@@ -185,7 +185,7 @@ pub struct RunConfig {
 /// Taskset-style rendering of a run's CPU set (0-3,8).
 pub fn format_cpus(cpus: &[usize]) -> String {
     let cpus: Vec<u32> = cpus.iter().map(|&c| c as u32).collect();
-    crate::cpu::format_cpu_list(&cpus)
+    crate::fingerprint::cpu::format_cpu_list(&cpus)
 }
 
 impl RunConfig {
@@ -314,7 +314,7 @@ impl RunConfig {
             cpus,
             migrate: args.migrate,
             migrate_interval_ns,
-            migrate_seed: crate::kernel::monotonic_ns(),
+            migrate_seed: crate::engine::kernel::monotonic_ns(),
             duration_ns: duration.map(|d| nanos("--duration", d)).transpose()?,
             interrupts_per_worker: args.interrupts,
             stop_after_anomalies: args.stop_after_anomalies,
@@ -327,7 +327,7 @@ impl RunConfig {
             watchdog_ns,
             out: args.out.clone().unwrap_or_else(|| {
                 let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-                PathBuf::from("results").join(crate::export::default_dir_name(
+                PathBuf::from("results").join(crate::evidence::results_dir::default_dir_name(
                     std::time::SystemTime::now(),
                     &host,
                     &spec.to_string(),

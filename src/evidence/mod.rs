@@ -1,0 +1,16 @@
+/*!
+Evidence: what a run leaves behind, and everything that reads it back.
+
+`results` is the run.json schema and the verdict rule; `results_dir` writes
+a run's directory (run.json, raw.csv.gz, anomalies.csv, histogram logs) as
+the run goes; `runfile` reads run.json back, refusing anything pmustress
+does not write; `report` is `pmustress report` and `compare`; `plot` is
+`pmustress plot`; `replay` judges a saved stream again.
+*/
+
+pub mod plot;
+pub mod replay;
+pub mod report;
+pub mod results;
+pub mod results_dir;
+pub mod runfile;
