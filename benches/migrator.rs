@@ -174,7 +174,7 @@ fn bench(c: &mut Criterion) {
 /// Why full runs are slow, measured: see the module doc.
 mod diag {
     use super::*;
-    use pmustress::cli::config::RunConfig;
+    use pmustress::engine::config::RunConfig;
     use pmustress::engine::event::Platform;
     use pmustress::engine::run;
 

@@ -35,7 +35,7 @@ use criterion::{Criterion, Throughput};
 use perf_event_open_sys::bindings as sys;
 
 use common::{machine_line, median, spin_until};
-use pmustress::cli::config::RunConfig;
+use pmustress::engine::config::RunConfig;
 use pmustress::engine::event::Platform;
 use pmustress::engine::kernel::{self, EventAttr, PerfEvent};
 use pmustress::engine::run;

@@ -1,7 +1,8 @@
 /*!
 The words every layer shares, and nothing else: the migration pattern, the
-re-arm mode, the switch witness, the exit statuses, the confidence of the
-reported intervals and the run.json schema version.
+re-arm mode, the switch witness, the output format of the commands that read
+results back, the exit statuses, the confidence of the reported intervals
+and the run.json schema version.
 
 This module imports nothing of the crate, so any module may import it
 without making a cycle. The enums derive clap's `ValueEnum` here rather than
@@ -65,4 +66,12 @@ pub enum RearmMode {
     /// rr-style: DISABLE, RESET, PERIOD, ENABLE after every signal; the read
     /// value is the delta.
     Reset,
+}
+
+/// How `report`, `compare` and `replay` print (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Markdown,
+    Json,
 }

@@ -14,14 +14,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
-use pmustress::cli::config::{ConfigError, RunConfig};
+use pmustress::cli::config::ConfigError;
 use pmustress::cli::console;
 use pmustress::cli::{
     Cli, Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs,
 };
+use pmustress::domain::OutputFormat;
 use pmustress::domain::{EXIT_CANNOT_TEST, EXIT_USAGE};
+use pmustress::engine::config::RunConfig;
 use pmustress::engine::{event, kernel, run};
-use pmustress::evidence::report::{self, Format, LoadedRun};
+use pmustress::evidence::report::{self, LoadedRun};
 use pmustress::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
 use pmustress::evidence::results_dir::{OutError, ResultsDir};
 use pmustress::fingerprint::Fingerprint;
@@ -120,7 +122,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
             }
         };
         let mut out = String::new();
-        if args.format == Format::Json {
+        if args.format == OutputFormat::Json {
             let json = serde_json::json!({
                 "replayed": r.replayed,
                 "truncated": r.truncated,
@@ -189,7 +191,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
     };
     let r = replay::judge(&stream.rows, cfg);
     let mut out = String::new();
-    if args.format == Format::Json {
+    if args.format == OutputFormat::Json {
         put!(
             out,
             "{}",
@@ -258,7 +260,7 @@ fn report_command(args: &ReportArgs) -> i32 {
     };
     let mut out = String::new();
     match args.format {
-        Format::Json => {
+        OutputFormat::Json => {
             let all: Vec<_> = runs.iter().map(report::summary).collect();
             match serde_json::to_string_pretty(&all) {
                 Ok(s) => put!(out, "{s}"),
@@ -317,7 +319,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
     };
     let mut out = String::new();
     match args.format {
-        Format::Json => {
+        OutputFormat::Json => {
             let p = report::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
             let side = |g: &report::Group| {
                 serde_json::json!({

@@ -8,8 +8,9 @@ use std::time::Duration;
 use clap::Parser;
 use proptest::prelude::*;
 
-use pmustress::cli::config::{ConfigError, RunConfig};
+use pmustress::cli::config::ConfigError;
 use pmustress::cli::{Cli, Command, MAX_DURATION, MAX_PERIOD, usage_line};
+use pmustress::engine::config::RunConfig;
 use pmustress::engine::event::Platform;
 
 const FLAGS: &[&str] = &[

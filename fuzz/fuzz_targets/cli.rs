@@ -10,7 +10,7 @@ use clap::Parser;
 use libfuzzer_sys::fuzz_target;
 
 use pmustress::cli::{Cli, Command};
-use pmustress::cli::config::RunConfig;
+use pmustress::engine::config::RunConfig;
 use pmustress::fingerprint::cpu::{self, CpuId};
 use pmustress::engine::event::{EventSpec, Platform};
 use pmustress::fingerprint::Pmu;

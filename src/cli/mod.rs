@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::domain::{MigrateMode, RearmMode, SwitchWitness};
+use crate::domain::{MigrateMode, OutputFormat, RearmMode, SwitchWitness};
 use crate::engine::event::EventSpec;
-use crate::evidence::report::Format;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -75,8 +74,8 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
 
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 
     /// How many anomalies to list per run.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -92,8 +91,8 @@ pub struct CompareArgs {
     #[arg(value_name = "B")]
     pub b: PathBuf,
 
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -131,8 +130,8 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
     pub inject_drop_every: Option<u64>,
 
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,8 @@
 /*!
 The engine: everything that runs a measurement and talks to the kernel.
 
+`config` is the validated run it is given (`RunConfig`, built by `cli`).
+
 `run` is the run loop: it starts one `worker` per CPU and the `migrator`,
 drains the `signal` rings and the kernel's sample rings (`sample`) into one
 observation stream per worker, and hands it to the judge. `kernel` is the
@@ -10,6 +12,7 @@ the lock-free ring the signal handler writes; `sigqueue` checks the
 per-user signal queue before a run.
 */
 
+pub mod config;
 pub mod event;
 pub mod kernel;
 pub mod migrator;

@@ -5,9 +5,11 @@ Evidence: what a run leaves behind, and everything that reads it back.
 a run's directory (run.json, raw.csv.gz, anomalies.csv, histogram logs) as
 the run goes; `runfile` reads run.json back, refusing anything pmustress
 does not write; `report` is `pmustress report` and `compare`; `plot` is
-`pmustress plot`; `replay` judges a saved stream again.
+`pmustress plot`; `replay` judges a saved stream again; `accounting` is the
+lines both the end of a run and a replay print.
 */
 
+pub mod accounting;
 pub mod plot;
 pub mod replay;
 pub mod report;

@@ -293,7 +293,7 @@ fn compare<T: Serialize>(
 /// The text a replay prints: the judgement's accounting lines, then how it
 /// compares with the run.
 pub fn summary(r: &Replayed) -> String {
-    let mut s = crate::cli::console::accounting(&r.interrupts, &r.deliveries, "");
+    let mut s = crate::evidence::accounting::accounting(&r.interrupts, &r.deliveries, "");
     for reason in &r.inconclusive_because {
         let _ = writeln!(s, "inconclusive: {reason}");
     }

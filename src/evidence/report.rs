@@ -22,6 +22,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::domain::OutputFormat;
 use crate::evidence::runfile::RunFile;
 use crate::judge::stats::Rate;
 
@@ -344,13 +345,6 @@ pub fn expand(args: &[PathBuf]) -> Result<Vec<Vec<PathBuf>>> {
         .collect()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Text,
-    Markdown,
-    Json,
-}
-
 fn wrap_into(out: &mut String, text: &str, indent: &str) {
     let opts = textwrap::Options::new(WIDTH)
         .initial_indent(indent)
@@ -485,8 +479,8 @@ fn rate_cells(overflows: u64, dropped: u64) -> (String, String) {
 }
 
 /// The `pmustress report` text or markdown.
-pub fn report(runs: &[LoadedRun], format: Format, first_anomalies: usize) -> String {
-    let md = format == Format::Markdown;
+pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) -> String {
+    let md = format == OutputFormat::Markdown;
     let mut s = String::new();
     for r in runs {
         let title = format!(

@@ -19,11 +19,11 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::config::RunConfig;
 use crate::domain::{
     CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RearmMode, SCHEMA_VERSION,
     SwitchWitness,
 };
+use crate::engine::config::RunConfig;
 use crate::engine::run::{RunRecord, StopReason, WorkerRecord};
 use crate::fingerprint::{Fingerprint, PseudoNmi};
 use crate::judge::stats::Rate;
