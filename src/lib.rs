@@ -1,13 +1,27 @@
 /*!
 pmustress's engine as a library, so the binary, the benches and the fuzz
-targets share one implementation. Data flows one way:
+targets share one implementation. The folders are the layers, and data flows
+one way: `cli` validates the command line into a `RunConfig`; `engine` runs
+it (workers, migrator, signals, the kernel's sample rings) into one
+observation stream per worker; `judge` decides every overflow and every
+delivery from that stream; `evidence` writes the results directory and reads
+it back (report, compare, plot, replay); `fingerprint` describes the
+machine; `domain` holds the words they all share.
 
-config -> run (worker, migrator, signal, kernel, sample) -> the observation
-stream -> judge (interrupts, deliveries) -> results -> report; fingerprint
-and cpu describe the machine.
+Each module imports only the ones below it (tests/architecture.rs checks
+this, and that this graph is the code's):
 
-Only `kernel` and `signal` (and the fingerprint's one syslog call) contain
-`unsafe`: they are the modules that talk to the kernel.
+```text
+cli -> domain, engine, evidence, fingerprint, judge
+evidence -> domain, engine, fingerprint, judge
+engine -> domain, fingerprint, judge
+judge -> domain
+fingerprint -> nothing
+domain -> nothing
+```
+
+Only `engine::kernel` and `engine::signal` (and the fingerprint's one syslog
+call) contain `unsafe`: they are the modules that talk to the kernel.
 */
 
 pub mod cli;
