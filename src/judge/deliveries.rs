@@ -368,16 +368,16 @@ impl DeliveryJudge {
             }
             return Some(u);
         }
-        let owed = self
+        let passed_at_prev_read = self
             .unsignalled
             .iter()
             .take_while(|u| u.at <= self.prev_read)
             .count();
-        if owed > 0 && passed > owed {
+        if passed_at_prev_read > 0 && passed > passed_at_prev_read {
             // Older interrupts the previous read had passed, and a newer
             // one: their signals would have come right behind the previous
             // one. Merged.
-            for _ in 0..owed {
+            for _ in 0..passed_at_prev_read {
                 let u = self.unsignalled.pop_front()?;
                 self.coalesce(u);
             }

@@ -124,7 +124,9 @@ pub struct RunRecord {
     pub max_sample_rate: (Option<u64>, Option<u64>),
 }
 
-struct Live<K: Kernel> {
+/// One worker as the run loop drives it, once its event is open: its signal
+/// slot and sample ring, what was drained and not yet judged, and its judge.
+struct RunningWorker<K: Kernel> {
     slot: Arc<Slot>,
     ring: K::Ring,
     /// Bytes of the ring's record area.
@@ -153,7 +155,7 @@ struct Live<K: Kernel> {
     anomalies: Vec<Anomaly>,
 }
 
-impl<K: Kernel> Live<K> {
+impl<K: Kernel> RunningWorker<K> {
     /// Judges, in time order, every drained observation up to `horizon`.
     fn judge_until(
         &mut self,
@@ -301,12 +303,12 @@ pub fn run_on<K: Kernel>(
     }
     drop(ready_tx);
 
-    let mut live: Vec<Option<Live<K>>> = (0..cfg.workers).map(|_| None).collect();
+    let mut live: Vec<Option<RunningWorker<K>>> = (0..cfg.workers).map(|_| None).collect();
     let mut setup_error = None;
     for _ in 0..cfg.workers {
         match ready_rx.recv() {
             Ok(Ok(ready)) => {
-                live[ready.index] = Some(Live {
+                live[ready.index] = Some(RunningWorker {
                     slot: ready.slot,
                     ring: ready.ring,
                     ids: ready.ids,
@@ -506,7 +508,7 @@ pub struct SetupError(pub String);
 /// Drains every worker's rings and judges what is older than `horizon`.
 fn drain_all<K: Kernel>(
     kernel: &K,
-    live: &mut [Option<Live<K>>],
+    live: &mut [Option<RunningWorker<K>>],
     handles: &[Arc<WorkerShared>],
     observer: &mut dyn Observer,
     progress: &mut Progress,
@@ -546,7 +548,7 @@ fn drain_all<K: Kernel>(
 fn watchdog<K: Kernel>(
     kernel: &K,
     cfg: &RunConfig,
-    live: &mut [Option<Live<K>>],
+    live: &mut [Option<RunningWorker<K>>],
     handles: &[Arc<WorkerShared>],
     now: u64,
 ) {
