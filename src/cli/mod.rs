@@ -3,6 +3,7 @@ The command line, as clap definitions only. Value parsers check one value at a
 time and say the accepted form; `config` checks how values fit together.
 */
 
+pub mod commands;
 pub mod config;
 pub mod console;
 pub mod manual;

@@ -376,7 +376,10 @@ mod tests {
             fp.machine.dmi.product_name.value.as_deref(),
             Some("c6g.8xlarge")
         );
-        assert_eq!(fp.machine.virtualization.platform, MachineKind::VirtualMachine);
+        assert_eq!(
+            fp.machine.virtualization.platform,
+            MachineKind::VirtualMachine
+        );
         assert!(fp.has_hardware_pmu());
         let core = &fp.pmus()[0];
         assert_eq!(
@@ -459,7 +462,10 @@ mod tests {
             v.evidence[1],
             "/proc/cmdline: \"irqchip.gicv3_pseudo_nmi=1\" (requested)"
         );
-        assert_eq!(fp.machine.virtualization.platform, MachineKind::VirtualMachine);
+        assert_eq!(
+            fp.machine.virtualization.platform,
+            MachineKind::VirtualMachine
+        );
         assert_eq!(
             fp.machine.virtualization.hypervisor.as_deref(),
             Some("QEMU")
@@ -610,7 +616,10 @@ mod tests {
             fp.cpus.clusters[0].model.name,
             "arm64 implementer 0x00 part 0x051"
         );
-        assert_eq!(fp.machine.virtualization.platform, MachineKind::VirtualMachine);
+        assert_eq!(
+            fp.machine.virtualization.platform,
+            MachineKind::VirtualMachine
+        );
     }
 
     #[test]
