@@ -21,7 +21,9 @@ domain -> nothing
 ```
 
 Only `engine::kernel` and `engine::signal` (and the fingerprint's one syslog
-call) contain `unsafe`: they are the modules that talk to the kernel.
+call) contain `unsafe` code of their own: they are the modules that talk to
+the kernel. `engine::run`'s watchdog makes the one `unsafe` call outside
+them (`Kernel::disable_by_number`, a DISABLE by fd number).
 */
 
 pub mod cli;

@@ -9,7 +9,7 @@ handler; judging is the controller's job.
 */
 
 use std::hint::black_box;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -212,7 +212,7 @@ pub fn run<K: Kernel>(
     }
 
     let migrations_before = kernel.thread_migrations(tid);
-    let fd = event.as_raw_fd();
+    let fd = event.as_fd();
     let started = kernel::set_signal_mask(&signal::worker_signals(), false)
         .and_then(|()| kernel.reset(fd))
         .and_then(|()| kernel.enable(fd));

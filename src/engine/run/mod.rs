@@ -580,7 +580,13 @@ fn watchdog<K: Kernel>(
         if let Some(reason) = reason {
             let fd = h.event_fd.load(Ordering::Acquire);
             if fd >= 0 {
-                let _ = kernel.disable(fd);
+                // SAFETY: not fully: the worker publishes its event's fd while
+                // the event is open and stores -1 before closing it, but it
+                // may end between this load and the ioctl, and the number
+                // then name another file. The window is the worker's last
+                // instructions, after its own DISABLE; closing it needs the
+                // watchdog to hold its own reference to the event.
+                let _ = unsafe { kernel.disable_by_number(fd) };
             }
             h.stop.store(true, Ordering::Release);
             l.stalled = Some(reason);
