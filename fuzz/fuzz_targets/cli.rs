@@ -11,9 +11,9 @@ use libfuzzer_sys::fuzz_target;
 
 use pmustress::cli::{Cli, Command};
 use pmustress::engine::config::RunConfig;
-use pmustress::fingerprint::cpu::{self, CpuId};
 use pmustress::engine::event::{EventSpec, Platform};
 use pmustress::fingerprint::Pmu;
+use pmustress::fingerprint::cpu::{self, CpuId};
 
 fn pmu(name: &str, cpus: Option<Vec<u32>>, events: &[&str]) -> Pmu {
     Pmu {
@@ -45,11 +45,14 @@ fn platforms() -> [Platform; 3] {
                 pmu("armv8_cortex_a55", Some(vec![0, 1]), &["br_retired"]),
                 pmu("armv8_cortex_a76", Some(vec![2, 3]), &[]),
             ],
+            // arm64 without pseudo-NMI: the case the bug lives in.
+            pmu_irq_maskable: true,
         },
         Platform {
             arch: "x86_64".into(),
             cpus: (0..4).map(|n| (n, intel.clone())).collect(),
             core_pmus: vec![pmu("cpu", None, &["branch-instructions"])],
+            pmu_irq_maskable: false,
         },
     ]
 }

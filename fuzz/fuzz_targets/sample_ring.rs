@@ -11,6 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let ids = sample::RingIds {
         event: 1,
         witness: Some(2),
+        resume: Some(3),
     };
     let mut ring = sample::RingState::new(1 << 16);
     let garbled = sample::parse(data, &ids, &mut ring, &mut out);
