@@ -17,7 +17,9 @@ use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat};
 use crate::engine::config::RunConfig;
 use crate::engine::{event, kernel, run};
-use crate::evidence::report::{self, LoadedRun};
+use crate::evidence::compare::{self, Group};
+use crate::evidence::loaded_run::{self, LoadedRun};
+use crate::evidence::report;
 use crate::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
 use crate::evidence::results_dir::{OutError, ResultsDir};
 use crate::fingerprint::Fingerprint;
@@ -218,7 +220,7 @@ fn load_groups(dirs: &[std::path::PathBuf], names: &[&str]) -> anyhow::Result<Ve
         .enumerate()
         .map(|(i, dir)| {
             let name = names.get(i).or(names.last()).copied().unwrap_or("<DIR>");
-            report::expand(std::slice::from_ref(dir))
+            loaded_run::expand(std::slice::from_ref(dir))
                 .and_then(|mut groups| {
                     groups
                         .pop()
@@ -290,8 +292,8 @@ fn compare_command(args: &CompareArgs) -> i32 {
         return EXIT_CANNOT_TEST;
     }
     let (a, b) = match (
-        report::Group::of(args.a.display().to_string(), &groups[0]),
-        report::Group::of(args.b.display().to_string(), &groups[1]),
+        Group::of(args.a.display().to_string(), &groups[0]),
+        Group::of(args.b.display().to_string(), &groups[1]),
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
@@ -302,8 +304,8 @@ fn compare_command(args: &CompareArgs) -> i32 {
     let mut out = String::new();
     match args.format {
         OutputFormat::Json => {
-            let p = report::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
-            let side = |g: &report::Group| {
+            let p = compare::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
+            let side = |g: &Group| {
                 serde_json::json!({
                     "label": g.label, "runs": g.runs, "overflows": g.overflows,
                     "dropped": g.dropped, "injected": g.injected,
@@ -320,7 +322,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 serde_json::to_string_pretty(&v).unwrap_or_default()
             );
         }
-        _ => put!(out, "{}", report::compare(&a, &b).trim_end()),
+        _ => put!(out, "{}", compare::compare(&a, &b).trim_end()),
     }
     emit(&out, 0)
 }

@@ -53,7 +53,7 @@ impl Bisect {
         let (bad_rate, source) = match (args.bad_rate, &args.baseline) {
             (Some(r), _) => (r, "--bad-rate".to_string()),
             (None, Some(dir)) => {
-                let run = crate::evidence::report::LoadedRun::load(dir).map_err(|e| {
+                let run = crate::evidence::loaded_run::LoadedRun::load(dir).map_err(|e| {
                     usage(
                         "--baseline",
                         format!("{e:#}; expected a results directory with run.json"),

@@ -4,12 +4,15 @@ Evidence: what a run leaves behind, and everything that reads it back.
 `results` is the run.json schema and the verdict rule; `results_dir` writes
 a run's directory (run.json, raw.csv.gz, anomalies.csv, histogram logs) as
 the run goes; `runfile` reads run.json back, refusing anything pmustress
-does not write; `report` is `pmustress report` and `compare`; `plot` is
+does not write, and `loaded_run` the whole directory; `report` is
+`pmustress report`, `compare` is `pmustress compare`; `plot` is
 `pmustress plot`; `replay` judges a saved stream again; `accounting` is the
 lines both the end of a run and a replay print.
 */
 
 pub mod accounting;
+pub mod compare;
+pub mod loaded_run;
 pub mod plot;
 pub mod replay;
 pub mod report;

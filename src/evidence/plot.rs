@@ -30,7 +30,8 @@ use anyhow::{Context, Result, anyhow};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::evidence::report::{self, LoadedRun};
+use crate::evidence::loaded_run::LoadedRun;
+use crate::evidence::report;
 
 /// Image width in pixels.
 pub const WIDTH: u32 = 1400;
