@@ -1,6 +1,8 @@
 /*!
-What people read: one line per anomaly in the style maintainers already use,
-a live progress line on a terminal, and the end-of-run summary.
+What people read while `pmustress run` runs: one line per anomaly in the
+style maintainers already use, a live progress line on a terminal, and the
+end-of-run summary. (`evidence::report` is `pmustress report`, which reads
+a finished run back.)
 */
 
 use std::fmt::Write as _;

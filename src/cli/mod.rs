@@ -1,6 +1,10 @@
 /*!
-The command line, as clap definitions only. Value parsers check one value at a
-time and say the accepted form; `config` checks how values fit together.
+The command line. This file holds the clap definitions only: every flag and
+its help; value parsers check one value at a time and say the accepted form.
+`config` checks how values fit together and builds the `RunConfig`;
+`commands` runs each subcommand; `console` is what `pmustress run` prints
+while it runs and at its end; `manual` renders the man page and the shell
+completions from these definitions.
 */
 
 pub mod commands;

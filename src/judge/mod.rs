@@ -16,8 +16,10 @@ Two judgements that never mix:
 `worker` runs both over the stream (`stream`), applies `--inject-drop-every`
 as a filter before judgement, and turns what they found into anomalies
 (`kinds`) with the context a maintainer asks for. `wrap` takes the kernel's
-2^32 count jumps (an update racing the overflow NMI) out of every count first. `model` is a driver model
-that generates streams with their ground truth, for the property tests.
+2^32 count jumps (an update racing the overflow NMI) out of every count
+first. `model` is a driver model that generates streams with their ground
+truth, for the property tests. `stats` turns counts into rates with exact
+intervals, and says how many overflows without a drop bound a rate.
 */
 
 pub mod deliveries;
