@@ -174,8 +174,8 @@ fn bench(c: &mut Criterion) {
 /// Why full runs are slow, measured: see the module doc.
 mod diag {
     use super::*;
-    use pmustress::engine::config::RunConfig;
-    use pmustress::engine::event::Platform;
+    use pmustress::config::RunConfig;
+    use pmustress::config::event::Platform;
     use pmustress::engine::run;
 
     const WINDOW: Duration = Duration::from_millis(1000);

@@ -35,8 +35,8 @@ use criterion::{Criterion, Throughput};
 use perf_event_open_sys::bindings as sys;
 
 use common::{machine_line, median, spin_until};
-use pmustress::engine::config::RunConfig;
-use pmustress::engine::event::Platform;
+use pmustress::config::RunConfig;
+use pmustress::config::event::Platform;
 use pmustress::engine::kernel::{self, EventAttr, PerfEvent};
 use pmustress::engine::run;
 use pmustress::engine::signal::{self, Slot};

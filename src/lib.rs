@@ -1,10 +1,11 @@
 /*!
 pmustress's engine as a library, so the binary, the benches and the fuzz
 targets share one implementation. The folders are the layers, and data flows
-one way: `cli` validates the command line into a `RunConfig`; `engine` runs
-it (workers, migrator, signals, the kernel's sample rings) into one
-observation stream per worker; `judge` decides every overflow and every
-delivery from that stream; `evidence` writes the results directory and reads
+one way: `cli` validates the command line into a `config::RunConfig` (what
+to run, and the event resolved for this machine); `engine` runs it (workers,
+migrator, signals, the kernel's sample rings) into one observation stream
+per worker; `judge` decides every overflow and every delivery from that
+stream; `evidence` writes the results directory and reads
 it back (report, compare, plot, replay); `fingerprint` describes the
 machine; `domain` holds the words they all share.
 
@@ -12,9 +13,10 @@ Each module imports only the ones below it (tests/architecture.rs checks
 this, and that this graph is the code's):
 
 ```text
-cli -> domain, engine, evidence, fingerprint, judge
-evidence -> domain, engine, fingerprint, judge
-engine -> domain, fingerprint, judge
+cli -> config, domain, engine, evidence, fingerprint, judge
+evidence -> config, domain, engine, fingerprint, judge
+engine -> config, domain, fingerprint, judge
+config -> domain, fingerprint, judge
 judge -> domain
 fingerprint -> nothing
 domain -> nothing
@@ -27,6 +29,7 @@ them (`Kernel::disable_by_number`, a DISABLE by fd number).
 */
 
 pub mod cli;
+pub mod config;
 pub mod domain;
 pub mod engine;
 pub mod evidence;

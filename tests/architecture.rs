@@ -13,6 +13,7 @@ const LAYERS: &[&str] = &[
     "domain",
     "fingerprint",
     "judge",
+    "config",
     "engine",
     "evidence",
     "cli",

@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::Parser;
 use proptest::prelude::*;
 
-use pmustress::cli::config::ConfigError;
+use pmustress::cli::validate::ConfigError;
 use pmustress::cli::{Cli, Command, MAX_DURATION, MAX_PERIOD, usage_line};
-use pmustress::engine::config::RunConfig;
-use pmustress::engine::event::Platform;
+use pmustress::config::RunConfig;
+use pmustress::config::event::Platform;
 
 const FLAGS: &[&str] = &[
     "--event",

@@ -10,8 +10,8 @@ use clap::Parser;
 use libfuzzer_sys::fuzz_target;
 
 use pmustress::cli::{Cli, Command};
-use pmustress::engine::config::RunConfig;
-use pmustress::engine::event::{EventSpec, Platform};
+use pmustress::config::RunConfig;
+use pmustress::config::event::{EventSpec, Platform};
 use pmustress::fingerprint::Pmu;
 use pmustress::fingerprint::cpu::{self, CpuId};
 

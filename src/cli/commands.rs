@@ -11,12 +11,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cli::config::ConfigError;
 use crate::cli::console;
+use crate::cli::validate::ConfigError;
 use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs};
+use crate::config::RunConfig;
+use crate::config::event;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat};
-use crate::engine::config::RunConfig;
-use crate::engine::{event, kernel, run};
+use crate::engine::{kernel, run};
 use crate::evidence::compare::{self, Group};
 use crate::evidence::loaded_run::{self, LoadedRun};
 use crate::evidence::report;

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use clap::ValueEnum;
 
-use crate::engine::config::{RunConfig, format_cpus};
+use crate::config::{RunConfig, format_cpus};
 use crate::engine::run::{Observer, Progress};
 use crate::evidence::accounting::accounting;
 use crate::evidence::results::{Counts, RunResults, Verdict};

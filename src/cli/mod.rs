@@ -1,24 +1,24 @@
 /*!
 The command line. This file holds the clap definitions only: every flag and
 its help; value parsers check one value at a time and say the accepted form.
-`config` checks how values fit together and builds the `RunConfig`;
+`validate` checks how values fit together and builds the `RunConfig`;
 `commands` runs each subcommand; `console` is what `pmustress run` prints
 while it runs and at its end; `manual` renders the man page and the shell
 completions from these definitions.
 */
 
 pub mod commands;
-pub mod config;
 pub mod console;
 pub mod manual;
+pub mod validate;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::config::event::EventSpec;
 use crate::domain::{MigrateMode, OutputFormat, RearmMode, SwitchWitness};
-use crate::engine::event::EventSpec;
 
 #[derive(Debug, Parser)]
 #[command(

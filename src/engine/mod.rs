@@ -1,19 +1,16 @@
 /*!
 The engine: everything that runs a measurement and talks to the kernel.
 
-`config` is the validated run it is given (`RunConfig`, built by `cli`).
+It is given a `config::RunConfig` (built and checked by `cli::validate`).
 
 `run` is the run loop: it starts one `worker` per CPU and the `migrator`,
 drains the `signal` rings and the kernel's sample rings (`sample`) into one
 observation stream per worker, and hands it to the judge. `kernel` is the
 seam every syscall goes through (`kernel::Real`, and `kernel::fake` for
-tests); `event` resolves `--event` to a perf event for this CPU; `ring` is
-the lock-free ring the signal handler writes; `sigqueue` checks the
-per-user signal queue before a run.
+tests); `ring` is the lock-free ring the signal handler writes; `sigqueue`
+checks the per-user signal queue before a run.
 */
 
-pub mod config;
-pub mod event;
 pub mod kernel;
 pub mod migrator;
 pub mod ring;

@@ -19,11 +19,11 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::config::RunConfig;
 use crate::domain::{
     CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RearmMode, SCHEMA_VERSION,
     SwitchWitness,
 };
-use crate::engine::config::RunConfig;
 use crate::engine::run::{RunRecord, StopReason, WorkerRecord};
 use crate::fingerprint::{Fingerprint, PseudoNmi};
 use crate::judge::stats::Rate;
@@ -351,7 +351,7 @@ impl RunResults {
         if cfg.event.software {
             warnings.push(format!(
                 "{}: it proves the pipeline (signals, rings, migrator, judge), not the interrupt path of a PMU",
-                crate::engine::event::SOFTWARE_CAVEAT
+                crate::config::event::SOFTWARE_CAVEAT
             ));
         }
         if let Some(n) = cfg.inject_drop_every {

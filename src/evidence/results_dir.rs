@@ -42,7 +42,7 @@ use serde::Serialize;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
-use crate::engine::config::RunConfig;
+use crate::config::RunConfig;
 use crate::judge::stream::{self, Row};
 use crate::judge::{Anomaly, ClosedWindow, Observation};
 

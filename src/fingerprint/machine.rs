@@ -143,7 +143,7 @@ impl Dmi {
 }
 
 /// Bare metal or a virtual machine: run.json's `virtualization.platform`.
-/// (`engine::event::Platform` is what event resolution knows of the machine.)
+/// (`config::event::Platform` is what event resolution knows of the machine.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MachineKind {

@@ -21,8 +21,8 @@ use hdrhistogram::Histogram;
 
 use std::collections::VecDeque;
 
+use crate::config::RunConfig;
 use crate::domain::{RearmMode, SwitchWitness};
-use crate::engine::config::RunConfig;
 use crate::engine::kernel::{self, EventAttr, Kernel, Real};
 use crate::engine::migrator::{self, Plan};
 use crate::engine::sample::{self, RingIds, RingState};

@@ -11,7 +11,7 @@ use clap::Parser;
 
 use super::*;
 use crate::cli::{Cli, Command};
-use crate::engine::event::Platform;
+use crate::config::event::Platform;
 use crate::engine::kernel::fake::{Call, FakeKernel, START_NS, Script, Signal, Step};
 use crate::evidence::results::{RunResults, Verdict};
 use crate::fingerprint::Fingerprint;

@@ -1,15 +1,19 @@
 /*!
-`RunConfig`: one run, validated, as the engine takes it and run.json records
-it. `cli::config` builds it from the command line (and is the only place that
-checks it); everything below the CLI only reads it.
+What a run is asked to do, as data: `RunConfig` (one run, validated, as the
+engine takes it and run.json records it) and `event` (what `--event` means
+on this machine). `cli::validate` builds a `RunConfig` from the command line
+and is the only place that checks one; the engine and the evidence only read
+it. Nothing here makes a syscall.
 */
+
+pub mod event;
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::config::event::ResolvedEvent;
 use crate::domain::{MigrateMode, RearmMode, SwitchWitness};
-use crate::engine::event::ResolvedEvent;
 use crate::judge::JudgeConfig;
 
 /// Bisect mode: how many overflows without a drop make a "good".

@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::RunArgs;
+use crate::config::event::{self, Platform};
+use crate::config::{Bisect, RunConfig, format_cpus};
 use crate::domain::MigrateMode;
-use crate::engine::config::{Bisect, RunConfig, format_cpus};
-use crate::engine::event::{self, Platform};
 
 /// Software clocks below this period livelock the worker on a 2-CPU VM and
 /// fill the per-user signal queue (shared/software-events.md: 10 us).
