@@ -1,13 +1,13 @@
 /*!
 The words every layer shares, and nothing else: the migration pattern, the
 re-arm mode, the switch witness, the output format of the commands that read
-results back, the exit statuses, the confidence of the reported intervals
-and the run.json schema version.
+results back, the exit statuses, the confidence of the reported intervals,
+the run.json schema version and why a run stopped.
 
 This module imports nothing of the crate, so any module may import it
-without making a cycle. The enums derive clap's `ValueEnum` here rather than
-through a newtype in `cli`: their doc comments are the `--help` text of the
-flags that take them, and the derive adds no crate import.
+without making a cycle. The flags' enums derive clap's `ValueEnum` here
+rather than through a newtype in `cli`: their doc comments are the `--help`
+text of the flags that take them, and the derive adds no crate import.
 */
 
 use clap::ValueEnum;
@@ -74,4 +74,23 @@ pub enum OutputFormat {
     Text,
     Markdown,
     Json,
+}
+
+/// Why the run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    Duration,
+    Interrupts,
+    Anomalies,
+    /// SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGPIPE (the signal number).
+    Signal(i32),
+    /// Every worker stopped on its own (watchdog or setup).
+    WorkersGone,
+    /// Results could not be written any more (the reason).
+    OutputFailed(String),
+    /// Bisect mode: enough overflows without a drop.
+    BisectGood,
+    /// Bisect mode: the first dropped interrupt.
+    BisectBad,
 }

@@ -292,9 +292,10 @@ fn every_import_points_down_the_layers() {
     );
 }
 
-/// The pure layers decide from data alone: no clap, no syscalls.
+/// The pure layers decide from data alone: no clap, no syscalls; and the
+/// results schema can be read without knowing how a run is made.
 #[test]
-fn the_judge_and_the_domain_words_stay_pure() {
+fn the_pure_layers_stay_pure() {
     let mut files = Vec::new();
     rust_files(&src().join("judge"), &mut files);
     for path in files {
@@ -307,6 +308,15 @@ fn the_judge_and_the_domain_words_stay_pure() {
         &std::fs::read_to_string(src().join("domain.rs")).unwrap(),
     ));
     assert!(!domain.contains("crate::"), "domain.rs imports the crate");
+    let (schema, _) = shipped(&code_only(
+        &std::fs::read_to_string(src().join("evidence/results.rs")).unwrap(),
+    ));
+    for word in ["crate::engine", "crate::cli", "clap"] {
+        assert!(
+            !schema.contains(word),
+            "evidence/results.rs (the run.json schema) uses {word}"
+        );
+    }
 }
 
 /// lib.rs's doc draws the graph between ```text markers as lines

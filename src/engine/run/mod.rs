@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 use std::collections::VecDeque;
 
 use crate::config::RunConfig;
-use crate::domain::{RearmMode, SwitchWitness};
+use crate::domain::{RearmMode, StopReason, SwitchWitness};
 use crate::engine::kernel::{self, EventAttr, Kernel, Real};
 use crate::engine::migrator::{self, Plan};
 use crate::engine::sample::{self, RingIds, RingState};
@@ -63,25 +63,6 @@ pub struct Progress {
     pub moves: u64,
     /// Overflows the judged windows account for, all workers.
     pub overflows: u64,
-}
-
-/// Why the run ended.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StopReason {
-    Duration,
-    Interrupts,
-    Anomalies,
-    /// SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGPIPE (the signal number).
-    Signal(i32),
-    /// Every worker stopped on its own (watchdog or setup).
-    WorkersGone,
-    /// Results could not be written any more (the reason).
-    OutputFailed(String),
-    /// Bisect mode: enough overflows without a drop.
-    BisectGood,
-    /// Bisect mode: the first dropped interrupt.
-    BisectBad,
 }
 
 /// One worker's raw outcome.
