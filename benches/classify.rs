@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use common::{Tally, machine_line, ratio_line};
-use pmustress::judge::{Delivery, JudgeConfig, Mode, Observation, WorkerJudge};
-use pmustress::ring::Ring;
+use pmustress::domain::RearmMode;
+use pmustress::engine::ring::Ring;
+use pmustress::judge::{Delivery, JudgeConfig, Observation, WorkerJudge};
 
 const PERIOD: u64 = 100_000;
 const SKID: u64 = 2_000;
@@ -58,7 +59,7 @@ fn fastrand_like(seed: u64) -> impl FnMut() -> u64 {
 }
 
 fn judge() -> WorkerJudge {
-    WorkerJudge::new(0, JudgeConfig::new(PERIOD, SKID, SKID, Mode::Free))
+    WorkerJudge::new(0, JudgeConfig::new(PERIOD, SKID, SKID, RearmMode::Free))
 }
 
 fn classifier(c: &mut Criterion) {
@@ -138,7 +139,7 @@ fn classifier(c: &mut Criterion) {
         )
     );
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    if let Some(max) = pmustress::kernel::read_max_sample_rate() {
+    if let Some(max) = pmustress::engine::kernel::read_max_sample_rate() {
         println!(
             "headroom: the judge takes {:.0} overflows/s on one thread = {:.1}x the kernel's ceiling here ({max}/s per CPU x {cpus} CPUs)",
             whole.per_second(),

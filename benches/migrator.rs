@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use common::{Spinner, Tally, machine_line, median, ratio_line};
-use pmustress::cli::MigrateMode;
-use pmustress::kernel;
-use pmustress::migrator::{self, Plan};
-use pmustress::worker::WorkerShared;
+use pmustress::domain::MigrateMode;
+use pmustress::engine::kernel;
+use pmustress::engine::migrator::{self, Plan};
+use pmustress::engine::worker::WorkerShared;
 
 /// The two CPUs every move alternates between.
 fn cpu_pair() -> [usize; 2] {
@@ -175,8 +175,8 @@ fn bench(c: &mut Criterion) {
 mod diag {
     use super::*;
     use pmustress::config::RunConfig;
-    use pmustress::event::Platform;
-    use pmustress::run;
+    use pmustress::config::event::Platform;
+    use pmustress::engine::run;
 
     const WINDOW: Duration = Duration::from_millis(1000);
 

@@ -36,11 +36,11 @@ use perf_event_open_sys::bindings as sys;
 
 use common::{machine_line, median, spin_until};
 use pmustress::config::RunConfig;
-use pmustress::event::Platform;
+use pmustress::config::event::Platform;
+use pmustress::engine::kernel::{self, EventAttr, PerfEvent};
+use pmustress::engine::run;
+use pmustress::engine::signal::{self, Slot};
 use pmustress::judge::AnomalyKind;
-use pmustress::kernel::{self, EventAttr, PerfEvent};
-use pmustress::run;
-use pmustress::signal::{self, Slot};
 
 /// Kinds a software clock produces on its own (shared/software-events.md).
 const SOFTWARE_KINDS: [AnomalyKind; 3] = [

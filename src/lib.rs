@@ -1,35 +1,37 @@
 /*!
 pmustress's engine as a library, so the binary, the benches and the fuzz
-targets share one implementation. Data flows one way:
+targets share one implementation. The folders are the layers, and data flows
+one way: `cli` validates the command line into a `config::RunConfig` (what
+to run, and the event resolved for this machine); `engine` runs it (workers,
+migrator, signals, the kernel's sample rings) into one observation stream
+per worker; `judge` decides every overflow and every delivery from that
+stream; `evidence` writes the results directory and reads
+it back (report, compare, plot, replay); `fingerprint` describes the
+machine; `domain` holds the words they all share.
 
-config -> run (worker, migrator, signal, kernel, sample) -> the observation
-stream -> judge (interrupts, deliveries) -> results -> report; fingerprint
-and cpu describe the machine.
+Each module imports only the ones below it (tests/architecture.rs checks
+this, and that this graph is the code's):
 
-Only `kernel` and `signal` (and the fingerprint's one syslog call) contain
-`unsafe`: they are the modules that talk to the kernel.
+```text
+cli -> config, domain, engine, evidence, fingerprint, judge
+evidence -> config, domain, engine, fingerprint, judge
+engine -> config, domain, fingerprint, judge
+config -> domain, fingerprint, judge
+judge -> domain
+fingerprint -> nothing
+domain -> nothing
+```
+
+Only `engine::kernel` and `engine::signal` (and the fingerprint's one syslog
+call) contain `unsafe` code of their own: they are the modules that talk to
+the kernel. `engine::run`'s watchdog makes the one `unsafe` call outside
+them (`Kernel::disable_by_number`, a DISABLE by fd number).
 */
 
 pub mod cli;
 pub mod config;
-pub mod cpu;
-pub mod event;
+pub mod domain;
+pub mod engine;
 pub mod evidence;
-pub mod export;
 pub mod fingerprint;
 pub mod judge;
-pub mod kernel;
-pub mod manual;
-pub mod migrator;
-pub mod plot;
-pub mod replay;
-pub mod report;
-pub mod results;
-pub mod ring;
-pub mod run;
-pub mod runfile;
-pub mod sample;
-pub mod signal;
-pub mod sigqueue;
-pub mod stats;
-pub mod worker;

@@ -8,9 +8,10 @@ use std::time::Duration;
 use clap::Parser;
 use proptest::prelude::*;
 
+use pmustress::cli::validate::ConfigError;
 use pmustress::cli::{Cli, Command, MAX_DURATION, MAX_PERIOD, usage_line};
-use pmustress::config::{ConfigError, RunConfig};
-use pmustress::event::Platform;
+use pmustress::config::RunConfig;
+use pmustress::config::event::Platform;
 
 const FLAGS: &[&str] = &[
     "--event",
@@ -215,7 +216,7 @@ fn run_usage_error(argv: &[String]) -> Option<String> {
     let Command::Run(args) = cli.command else {
         return None;
     };
-    let allowed = pmustress::kernel::allowed_cpus().expect("sched_getaffinity");
+    let allowed = pmustress::engine::kernel::allowed_cpus().expect("sched_getaffinity");
     let fingerprint = pmustress::fingerprint::Fingerprint::collect(std::path::Path::new("/"));
     let platform = Platform::from_fingerprint(&fingerprint);
     match RunConfig::from_args(&args, &allowed, &platform) {

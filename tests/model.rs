@@ -15,8 +15,9 @@ number of overflows with that seed that still fails and the stream's end;
 `PMUSTRESS_MODEL_SEED=N` starts a property at seed N to replay it.
 */
 
+use pmustress::domain::RearmMode;
 use pmustress::judge::model::{self, Generated, ModelConfig, Taken, Truth};
-use pmustress::judge::{Mode, Observation, WorkerJudge, WorkerVerdict};
+use pmustress::judge::{Observation, WorkerJudge, WorkerVerdict};
 
 /// Overflows per property: `PMUSTRESS_MODEL_OVERFLOWS` or 10^6.
 fn budget() -> u64 {
@@ -249,12 +250,12 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
 }
 
 /// Latency from 0 to 3 periods, in varying mixes.
-fn draw_common(rng: &mut fastrand::Rng, mode: Mode, overflows: u64) -> ModelConfig {
+fn draw_common(rng: &mut fastrand::Rng, mode: RearmMode, overflows: u64) -> ModelConfig {
     // Reset mode: the judge knows a restart only within the handler slack
     // (1,000 events), so periods are well above it, as in real runs.
     let period = match mode {
-        Mode::Free => [1_000, 10_000, 50_000, 200_000][rng.usize(0..4)],
-        Mode::Reset => [10_000, 50_000, 200_000][rng.usize(0..3)],
+        RearmMode::Free => [1_000, 10_000, 50_000, 200_000][rng.usize(0..4)],
+        RearmMode::Reset => [10_000, 50_000, 200_000][rng.usize(0..3)],
     };
     let mut cfg = ModelConfig::new(period, mode, overflows);
     cfg.interrupt_skid = period / [100, 20, 8][rng.usize(0..3)];
@@ -426,7 +427,7 @@ fn reset_mode_exact_stops() {
     property(
         "reset_mode_exact_stops",
         |rng, n| {
-            let mut cfg = draw_common(rng, Mode::Reset, n);
+            let mut cfg = draw_common(rng, RearmMode::Reset, n);
             cfg.signals_queue = rng.bool();
             cfg
         },
@@ -441,7 +442,7 @@ fn reset_mode_exact_stops() {
 /// "pending, lost there" and "not yet due" fit alike: ambiguous.
 #[test]
 fn final_stop_within_the_reset_slack() {
-    let mut cfg = ModelConfig::new(10_000, Mode::Reset, 20);
+    let mut cfg = ModelConfig::new(10_000, RearmMode::Reset, 20);
     cfg.stops_per_period = 0.0;
     cfg.stop_near_due = 0.0;
     cfg.latency.late = 0;
@@ -490,7 +491,7 @@ fn free_mode_exact_stops() {
     property(
         "free_mode_exact_stops",
         |rng, n| {
-            let mut cfg = draw_common(rng, Mode::Free, n);
+            let mut cfg = draw_common(rng, RearmMode::Free, n);
             cfg.signals_queue = rng.bool();
             cfg
         },
@@ -510,7 +511,11 @@ fn count_wraps() {
     property(
         "count_wraps",
         |rng, n| {
-            let mode = if rng.bool() { Mode::Free } else { Mode::Reset };
+            let mode = if rng.bool() {
+                RearmMode::Free
+            } else {
+                RearmMode::Reset
+            };
             let mut cfg = draw_common(rng, mode, n);
             cfg.pnmi = true;
             cfg.count_wrap = [0.01, 0.1, 0.5][rng.usize(0..3)];
@@ -539,7 +544,11 @@ fn counting_kernel_mode() {
     property(
         "counting_kernel_mode",
         |rng, n| {
-            let mode = if rng.bool() { Mode::Free } else { Mode::Reset };
+            let mode = if rng.bool() {
+                RearmMode::Free
+            } else {
+                RearmMode::Reset
+            };
             let mut cfg = draw_common(rng, mode, n);
             cfg.include_kernel = true;
             cfg.stop_slack = [1, 50, cfg.period / 20, cfg.period / 4][rng.usize(0..4)].max(1);
@@ -555,7 +564,11 @@ fn unknown_and_unwitnessed_stops() {
     property(
         "unknown_and_unwitnessed_stops",
         |rng, n| {
-            let mode = if rng.bool() { Mode::Free } else { Mode::Reset };
+            let mode = if rng.bool() {
+                RearmMode::Free
+            } else {
+                RearmMode::Reset
+            };
             let mut cfg = draw_common(rng, mode, n);
             cfg.stop_count_unknown = [0.0, 0.01, 0.2][rng.usize(0..3)];
             cfg.witness_throttle = [0.0, 0.01, 0.1][rng.usize(0..3)];
@@ -577,7 +590,7 @@ fn unknown_and_unwitnessed_stops() {
 /// ambiguous 4 against a budget of 3, the stop at 4,201,414 uncounted).
 #[test]
 fn a_grid_moved_at_unwitnessed_stops_leaves_later_stops_uncertain() {
-    let mut cfg = ModelConfig::new(200_000, Mode::Free, 40);
+    let mut cfg = ModelConfig::new(200_000, RearmMode::Free, 40);
     cfg.interrupt_skid = 10_000;
     cfg.skid = 20_000;
     cfg.latency.on_time = 45;
@@ -696,7 +709,11 @@ fn lost_records_and_throttling() {
     property(
         "lost_records_and_throttling",
         |rng, n| {
-            let mode = if rng.bool() { Mode::Free } else { Mode::Reset };
+            let mode = if rng.bool() {
+                RearmMode::Free
+            } else {
+                RearmMode::Reset
+            };
             let mut cfg = draw_common(rng, mode, n);
             cfg.ring_loss = [0.0, 0.0005, 0.005, 0.05][rng.usize(0..4)];
             cfg.throttle = [0.0, 0.001, 0.01][rng.usize(0..3)];
@@ -753,7 +770,7 @@ fn stop(time_ns: u64, count: u64) -> Observation {
 /// across the gap and found a later sample unexplained.)
 #[test]
 fn a_ring_gap_after_a_stop_that_lost_and_re_based() {
-    let cfg = ModelConfig::new(10_000, Mode::Free, 0);
+    let cfg = ModelConfig::new(10_000, RearmMode::Free, 0);
     let v = judge_stream(
         &cfg,
         vec![
@@ -794,7 +811,7 @@ fn a_ring_gap_after_a_stop_that_lost_and_re_based() {
 /// moved the whole range a period on and found 20,800 unexplained.)
 #[test]
 fn a_ring_gap_splits_a_due_range_at_its_last_due_point() {
-    let mut cfg = ModelConfig::new(10_000, Mode::Reset, 0);
+    let mut cfg = ModelConfig::new(10_000, RearmMode::Reset, 0);
     // The handler before rr-style re-arming: the restart anywhere in the
     // slack after the RESET.
     cfg.reset_gap = 30;
@@ -836,7 +853,7 @@ fn a_ring_gap_splits_a_due_range_at_its_last_due_point() {
 /// samples' overflows pending there: dropped 2, lost 0.
 #[test]
 fn a_throttle_record_comes_after_the_lost_record_of_a_gap() {
-    let mut cfg = ModelConfig::new(200_000, Mode::Reset, 2_306);
+    let mut cfg = ModelConfig::new(200_000, RearmMode::Reset, 2_306);
     cfg.interrupt_skid = 10_000;
     cfg.skid = 20_000;
     cfg.latency.on_time = 86;
@@ -878,7 +895,7 @@ fn a_throttle_record_comes_after_the_lost_record_of_a_gap() {
 /// PERIOD judged at the read claimed one dropped.)
 #[test]
 fn an_interrupt_between_reset_and_period_is_never_a_drop() {
-    let cfg = ModelConfig::new(10_000, Mode::Reset, 0);
+    let cfg = ModelConfig::new(10_000, RearmMode::Reset, 0);
     let v = judge_stream(
         &cfg,
         vec![
@@ -917,7 +934,7 @@ fn interrupts_between_reset_and_period() {
     property(
         "interrupts_between_reset_and_period",
         |rng, n| {
-            let mut cfg = draw_common(rng, Mode::Reset, n);
+            let mut cfg = draw_common(rng, RearmMode::Reset, n);
             cfg.reset_gap = 30;
             cfg.signals_queue = rng.bool();
             cfg
@@ -948,7 +965,7 @@ fn interrupts_between_reset_and_period() {
 
 #[test]
 fn model_is_deterministic() {
-    let mut cfg = ModelConfig::new(10_000, Mode::Free, 5_000);
+    let mut cfg = ModelConfig::new(10_000, RearmMode::Free, 5_000);
     cfg.latency.period_late = 10;
     cfg.stops_per_period = 1.0;
     let a = model::generate(&cfg, 7);
@@ -961,7 +978,7 @@ fn model_is_deterministic() {
 
 #[test]
 fn model_times_increase() {
-    for mode in [Mode::Free, Mode::Reset] {
+    for mode in [RearmMode::Free, RearmMode::Reset] {
         let mut cfg = ModelConfig::new(10_000, mode, 20_000);
         cfg.latency.period_late = 10;
         cfg.stops_per_period = 1.0;
@@ -1003,7 +1020,7 @@ fn model_times_increase() {
 #[test]
 fn a_count_wrap_at_a_stop_is_taken_out_and_anchors_the_grid() {
     const WRAP: u64 = 1 << 32;
-    let mut cfg = ModelConfig::new(50_000, Mode::Free, 0);
+    let mut cfg = ModelConfig::new(50_000, RearmMode::Free, 0);
     cfg.pnmi = true;
     cfg.include_kernel = true;
     cfg.stop_slack = 2_500;
@@ -1052,7 +1069,7 @@ fn a_count_wrap_at_a_stop_is_taken_out_and_anchors_the_grid() {
 #[test]
 fn a_stop_between_a_wrap_and_its_anchor_is_ambiguous_not_dropped() {
     const WRAP: u64 = 1 << 32;
-    let cfg = ModelConfig::new(10_000, Mode::Free, 0);
+    let cfg = ModelConfig::new(10_000, RearmMode::Free, 0);
     let stream = |with_stop: bool| {
         let mut s = vec![
             sample(1_000, 10_000),
@@ -1095,7 +1112,7 @@ fn a_stop_between_a_wrap_and_its_anchor_is_ambiguous_not_dropped() {
 #[test]
 fn an_overflow_pending_at_a_switch_is_lost_where_the_irq_is_masked() {
     for (pnmi, dropped, ambiguous) in [(true, 0, 1), (false, 1, 0)] {
-        let mut cfg = ModelConfig::new(50_000, Mode::Free, 0);
+        let mut cfg = ModelConfig::new(50_000, RearmMode::Free, 0);
         cfg.include_kernel = true;
         cfg.stop_slack = 49_999;
         cfg.pnmi = pnmi;
@@ -1130,7 +1147,7 @@ fn an_overflow_pending_at_a_switch_is_lost_where_the_irq_is_masked() {
 /// resume past the due point settles nothing.
 #[test]
 fn a_resume_below_the_due_point_says_nothing_was_pending_at_the_stop() {
-    let mut cfg = ModelConfig::new(10_000, Mode::Free, 0);
+    let mut cfg = ModelConfig::new(10_000, RearmMode::Free, 0);
     cfg.include_kernel = true;
     cfg.stop_slack = 9_999;
     for (resume, dropped, ambiguous) in [(None, 0, 1), (Some(19_800), 0, 0), (Some(20_300), 0, 1)] {

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use pmustress::replay;
+use pmustress::evidence::replay;
 
 use crate::util::run;
 

@@ -493,7 +493,7 @@ fn watchdog_stops_a_worker_that_runs_no_user_code() {
             "--duration",
             "4s",
         ],
-        Some((pmustress::worker::TEST_STALL_ENV, "1")),
+        Some((pmustress::engine::worker::TEST_STALL_ENV, "1")),
     );
     assert_eq!(code, Some(125), "{stdout}");
     eprintln!("took {took:?}");

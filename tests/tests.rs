@@ -3,6 +3,7 @@
 
 mod util;
 
+mod architecture;
 mod bad_input;
 mod bisect;
 mod cli_properties;

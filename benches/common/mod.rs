@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use pmustress::kernel;
+use pmustress::engine::kernel;
 
 /// A thread that spins like a pmustress worker (a branchy loop and a
 /// heartbeat) until stopped. `poll` runs once per heartbeat on the spinning

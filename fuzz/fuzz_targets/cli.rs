@@ -11,9 +11,9 @@ use libfuzzer_sys::fuzz_target;
 
 use pmustress::cli::{Cli, Command};
 use pmustress::config::RunConfig;
-use pmustress::cpu::{self, CpuId};
-use pmustress::event::{EventSpec, Platform};
+use pmustress::config::event::{EventSpec, Platform};
 use pmustress::fingerprint::Pmu;
+use pmustress::fingerprint::cpu::{self, CpuId};
 
 fn pmu(name: &str, cpus: Option<Vec<u32>>, events: &[&str]) -> Pmu {
     Pmu {
@@ -31,7 +31,7 @@ fn platforms() -> [Platform; 3] {
     let a55 = CpuId::Arm { midr: 0x412f_d050 };
     let a76 = CpuId::Arm { midr: 0x414f_d0b0 };
     let intel = CpuId::X86 {
-        vendor: pmustress::cpu::X86Vendor::Intel,
+        vendor: pmustress::fingerprint::cpu::X86Vendor::Intel,
         family: 6,
         model: 0xcf,
         model_name: "Intel(R) Xeon(R)".into(),
@@ -45,11 +45,14 @@ fn platforms() -> [Platform; 3] {
                 pmu("armv8_cortex_a55", Some(vec![0, 1]), &["br_retired"]),
                 pmu("armv8_cortex_a76", Some(vec![2, 3]), &[]),
             ],
+            // arm64 without pseudo-NMI: the case the bug lives in.
+            pmu_irq_maskable: true,
         },
         Platform {
             arch: "x86_64".into(),
             cpus: (0..4).map(|n| (n, intel.clone())).collect(),
             core_pmus: vec![pmu("cpu", None, &["branch-instructions"])],
+            pmu_irq_maskable: false,
         },
     ]
 }
@@ -95,7 +98,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(cfg.cpus.iter().all(|c| allowed.contains(c)), "{argv:?}");
             assert!(cfg.workers >= 1);
             assert!(cfg.duration_ns.is_some() || cfg.interrupts_per_worker.is_some());
-            let _ = pmustress::report::banner(&cfg);
+            let _ = pmustress::cli::console::banner(&cfg);
         }
     }
 });

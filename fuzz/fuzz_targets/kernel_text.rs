@@ -3,7 +3,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-use pmustress::cpu::{self, CpuId};
+use pmustress::fingerprint::cpu::{self, CpuId};
 use pmustress::fingerprint::{
     Cmdline, ConfigValue, KernelConfig, parse_limits, parse_probe_line, parse_sigq, status_field,
 };
@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
             for line in text.lines() {
                 let _ = parse_probe_line(line);
             }
-            let _ = pmustress::kernel::parse_nr_migrations(text);
+            let _ = pmustress::engine::kernel::parse_nr_migrations(text);
         }
     }
 });

@@ -4,13 +4,14 @@
 
 use libfuzzer_sys::fuzz_target;
 
-use pmustress::sample;
+use pmustress::engine::sample;
 
 fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
     let ids = sample::RingIds {
         event: 1,
         witness: Some(2),
+        resume: Some(3),
     };
     let mut ring = sample::RingState::new(1 << 16);
     let garbled = sample::parse(data, &ids, &mut ring, &mut out);

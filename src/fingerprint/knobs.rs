@@ -13,9 +13,9 @@ nohz_full CPUs decide where a run can measure and migrate.
 
 use serde::Serialize;
 
-use super::kernel::Cmdline;
 use super::read::{Root, Sourced};
-use crate::cpu::parse_cpu_list;
+use super::running_kernel::Cmdline;
+use crate::fingerprint::cpu::parse_cpu_list;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Knobs {

@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 
 use super::kmsg::KernelLog;
 use super::read::{Root, Sourced};
-use crate::cpu::{Cluster, CoreModel, CpuId, clusters, core_model, format_cpu_list};
+use crate::fingerprint::cpu::{Cluster, CoreModel, CpuId, clusters, core_model, format_cpu_list};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Cpus {
@@ -142,9 +142,11 @@ impl Dmi {
     }
 }
 
+/// Bare metal or a virtual machine: run.json's `virtualization.platform`.
+/// (`config::event::Platform` is what event resolution knows of the machine.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Platform {
+pub enum MachineKind {
     BareMetal,
     VirtualMachine,
     Unknown,
@@ -152,7 +154,7 @@ pub enum Platform {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Virtualization {
-    pub platform: Platform,
+    pub platform: MachineKind,
     /// The hypervisor's name when something names it ("KVM", "xen").
     pub hypervisor: Option<String>,
     pub evidence: Vec<String>,
@@ -239,23 +241,23 @@ impl Virtualization {
             }
         }
         let platform = if !vm.is_empty() {
-            Platform::VirtualMachine
+            MachineKind::VirtualMachine
         } else if !metal.is_empty() {
-            Platform::BareMetal
+            MachineKind::BareMetal
         } else {
-            Platform::Unknown
+            MachineKind::Unknown
         };
-        let mut evidence = if platform == Platform::VirtualMachine {
+        let mut evidence = if platform == MachineKind::VirtualMachine {
             vm
         } else {
             metal
         };
-        if platform == Platform::Unknown {
+        if platform == MachineKind::Unknown {
             evidence.push("no evidence either way (no DMI, hypervisor flag or boot line)".into());
         }
         Virtualization {
             platform,
-            hypervisor: if platform == Platform::VirtualMachine {
+            hypervisor: if platform == MachineKind::VirtualMachine {
                 name
             } else {
                 None
@@ -296,7 +298,7 @@ mod tests {
             &dmi(Some("Amazon EC2"), Some("c7g.metal")),
             &log,
         );
-        assert_eq!(v.platform, Platform::BareMetal);
+        assert_eq!(v.platform, MachineKind::BareMetal);
         assert_eq!(v.evidence.len(), 2);
         let log = KernelLog::from_kmsg(
             b"6,0,0,-;CPU: All CPU(s) started at EL1\n",
@@ -310,11 +312,11 @@ mod tests {
         );
         assert_eq!(
             (v.platform, v.hypervisor.as_deref()),
-            (Platform::VirtualMachine, Some("Nitro"))
+            (MachineKind::VirtualMachine, Some("Nitro"))
         );
         let empty = KernelLog::default();
         let v = Virtualization::detect(&root, &none, &dmi(None, None), &empty);
-        assert_eq!(v.platform, Platform::Unknown);
+        assert_eq!(v.platform, MachineKind::Unknown);
         let qemu = Virtualization::detect(
             &root,
             &none,
@@ -340,9 +342,9 @@ mod tests {
             &dmi(None, None),
             &empty,
         );
-        assert_eq!(vm.platform, Platform::VirtualMachine);
+        assert_eq!(vm.platform, MachineKind::VirtualMachine);
         let metal =
             Virtualization::detect(&root, &info("fpu vme lahf_lm"), &dmi(None, None), &empty);
-        assert_eq!(metal.platform, Platform::BareMetal);
+        assert_eq!(metal.platform, MachineKind::BareMetal);
     }
 }

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::kmsg::KernelLog;
 use super::read::{Root, Sourced};
-use crate::cpu::{format_cpu_list, parse_cpu_list};
+use crate::fingerprint::cpu::{format_cpu_list, parse_cpu_list};
 
 const DEVICES: &str = "sys/bus/event_source/devices";
 

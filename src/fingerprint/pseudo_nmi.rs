@@ -17,9 +17,9 @@ it is what the running kernel did, not what it was asked or built to do.
 
 use serde::Serialize;
 
-use super::kernel::{ArchFamily, Cmdline, ConfigValue, KernelConfig, kstrtobool};
 use super::kmsg::KernelLog;
 use super::read::Sourced;
+use super::running_kernel::{ArchFamily, Cmdline, ConfigValue, KernelConfig, kstrtobool};
 
 pub const PARAM: &str = "irqchip.gicv3_pseudo_nmi";
 const CONFIG: &str = "CONFIG_ARM64_PSEUDO_NMI";

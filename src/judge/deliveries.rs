@@ -27,8 +27,9 @@ use std::collections::VecDeque;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use super::JudgeConfig;
 use super::stream::Delivery;
-use super::{JudgeConfig, Mode};
+use crate::domain::RearmMode;
 
 /// Every delivery of one worker, accounted once.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -367,16 +368,16 @@ impl DeliveryJudge {
             }
             return Some(u);
         }
-        let owed = self
+        let passed_at_prev_read = self
             .unsignalled
             .iter()
             .take_while(|u| u.at <= self.prev_read)
             .count();
-        if owed > 0 && passed > owed {
+        if passed_at_prev_read > 0 && passed > passed_at_prev_read {
             // Older interrupts the previous read had passed, and a newer
             // one: their signals would have come right behind the previous
             // one. Merged.
-            for _ in 0..owed {
+            for _ in 0..passed_at_prev_read {
                 let u = self.unsignalled.pop_front()?;
                 self.coalesce(u);
             }
@@ -417,8 +418,8 @@ impl DeliveryJudge {
 
     fn window(&mut self, time_ns: u64, cpu: u32, value: u64) -> Option<ClosedWindow> {
         let delta = match self.cfg.mode {
-            Mode::Reset => value,
-            Mode::Free => value.wrapping_sub(self.prev_value.unwrap_or(0)),
+            RearmMode::Reset => value,
+            RearmMode::Free => value.wrapping_sub(self.prev_value.unwrap_or(0)),
         };
         self.prev_value = Some(value);
         let _ = self.deltas.record(delta);

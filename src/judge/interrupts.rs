@@ -459,7 +459,7 @@ impl InterruptJudge {
             self.unexplained(time_ns, cpu, count, prev);
         }
         self.prev_count = Some(count);
-        self.settle();
+        self.commit_agreed();
     }
 
     /// The event was stopped (a context switch). `count`: its count there,
@@ -574,7 +574,7 @@ impl InterruptJudge {
             next.push(h);
         }
         self.hyps = next;
-        self.settle();
+        self.commit_agreed();
     }
 
     /// Stops may have gone unrecorded (the witness was throttled) since
@@ -660,7 +660,7 @@ impl InterruptJudge {
             next.push(moved);
         }
         self.hyps = next;
-        self.settle();
+        self.commit_agreed();
     }
 
     /// Our own read of the count (a handler's read(2), the count at a reset's
@@ -694,7 +694,7 @@ impl InterruptJudge {
         }
         self.hyps = kept;
         if self.hyps.len() < before {
-            self.settle();
+            self.commit_agreed();
         }
     }
 
@@ -809,7 +809,7 @@ impl InterruptJudge {
                 hi: p + restart_slack,
             };
         }
-        self.settle();
+        self.commit_agreed();
     }
 
     /// The final DISABLE, after which the count was read: a stop whose
@@ -826,7 +826,7 @@ impl InterruptJudge {
             if let Some(stops) = self.wrap_stops.take() {
                 // The final DISABLE too may have found an overflow pending.
                 self.wrap_unknown_losses(time_ns, stops + 1, self.prev_count, count);
-                self.settle_all();
+                self.commit_at_end();
                 return;
             }
             // Stops the witness missed since the last sample come first:
@@ -839,7 +839,7 @@ impl InterruptJudge {
             };
             self.stop_at(time_ns, u32::MAX, stop);
         }
-        self.settle_all();
+        self.commit_at_end();
     }
 
     fn software_sample(&mut self, time_ns: u64, cpu: u32, count: u64, injected: bool) {
@@ -1072,7 +1072,7 @@ impl InterruptJudge {
     }
 
     /// Merges hypotheses in the same state and commits what they all claim.
-    fn settle(&mut self) {
+    fn commit_agreed(&mut self) {
         self.merge();
         if self.hyps.len() == 1 {
             let t = std::mem::take(&mut self.hyps[0].tally);
@@ -1081,7 +1081,7 @@ impl InterruptJudge {
     }
 
     /// At the end: what the remaining hypotheses disagree on is ambiguous.
-    fn settle_all(&mut self) {
+    fn commit_at_end(&mut self) {
         let hyps = std::mem::take(&mut self.hyps);
         if !hyps.is_empty() {
             let t = combine(hyps.into_iter().map(|h| h.tally).collect());

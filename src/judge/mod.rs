@@ -16,36 +16,30 @@ Two judgements that never mix:
 `worker` runs both over the stream (`stream`), applies `--inject-drop-every`
 as a filter before judgement, and turns what they found into anomalies
 (`kinds`) with the context a maintainer asks for. `wrap` takes the kernel's
-2^32 count jumps (an update racing the overflow NMI) out of every count first. `model` is a driver model
-that generates streams with their ground truth, for the property tests.
+2^32 count jumps (an update racing the overflow NMI) out of every count
+first. `model` is a driver model that generates streams with their ground
+truth, for the property tests. `stats` turns counts into rates with exact
+intervals, and says how many overflows without a drop bound a rate.
 */
 
 pub mod deliveries;
 pub mod interrupts;
 pub mod kinds;
 pub mod model;
+pub mod stats;
 pub mod stream;
 pub mod worker;
 pub mod wrap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::RearmMode;
+
 pub use deliveries::{ClosedWindow, DeliveryTotals};
 pub use interrupts::InterruptTotals;
 pub use kinds::AnomalyKind;
 pub use stream::{Delivery, Observation, Row};
 pub use worker::{Anomaly, WorkerJudge, WorkerVerdict};
-
-/// How the counter is re-armed between overflows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// One fixed sample_period; deltas are differences of read() values.
-    Free,
-    /// rr-style: DISABLE, RESET, PERIOD, ENABLE after every signal; the read
-    /// value is the delta.
-    Reset,
-}
 
 /// User-mode events our handler runs between its read and the DISABLE that
 /// stops the event (reset mode): the stop is at most this far past the read.
@@ -60,7 +54,7 @@ pub struct JudgeConfig {
     pub skid: u64,
     /// How far past its due point an interrupt may be taken and be on time.
     pub interrupt_skid: u64,
-    pub mode: Mode,
+    pub mode: RearmMode,
     /// A software clock (no PMU, no re-arm grid).
     pub software: bool,
     /// Kernel mode is counted: a stop's count is only a lower bound.
@@ -90,7 +84,7 @@ pub struct JudgeConfig {
 
 impl JudgeConfig {
     /// The settings for a run; the slacks follow from the counting mode.
-    pub fn new(period: u64, skid: u64, interrupt_skid: u64, mode: Mode) -> JudgeConfig {
+    pub fn new(period: u64, skid: u64, interrupt_skid: u64, mode: RearmMode) -> JudgeConfig {
         JudgeConfig {
             period,
             skid,

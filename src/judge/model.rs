@@ -44,7 +44,8 @@ the same stream.
 use std::collections::VecDeque;
 
 use super::stream::{Delivery, Observation};
-use super::{HANDLER_SLACK, JudgeConfig, Mode};
+use super::{HANDLER_SLACK, JudgeConfig};
+use crate::domain::RearmMode;
 
 /// How late interrupts are taken, in events past the due point: weights of
 /// three ranges.
@@ -66,7 +67,7 @@ pub struct ModelConfig {
     pub interrupt_skid: u64,
     /// The judge's signal skid.
     pub skid: u64,
-    pub mode: Mode,
+    pub mode: RearmMode,
     /// Overflows (due points reached) to generate before the end.
     pub overflows: u64,
     pub latency: Latency,
@@ -123,7 +124,7 @@ pub struct ModelConfig {
 
 impl ModelConfig {
     /// A plain setting: interrupts mostly on time, few stops, no extras.
-    pub fn new(period: u64, mode: Mode, overflows: u64) -> ModelConfig {
+    pub fn new(period: u64, mode: RearmMode, overflows: u64) -> ModelConfig {
         ModelConfig {
             period,
             interrupt_skid: period / 50,
@@ -521,8 +522,8 @@ impl Sim<'_> {
             // Reset mode: before the handler's window reaches the next due
             // point, or the PERIOD would find every such overflow pending.
             let window = match self.cfg.mode {
-                Mode::Free => 1,
-                Mode::Reset => 1 + 2 * HANDLER_SLACK,
+                RearmMode::Free => 1,
+                RearmMode::Reset => 1 + 2 * HANDLER_SLACK,
             };
             let next_take = self.pending.map_or(self.due, |p| p.take);
             at = at
@@ -711,7 +712,7 @@ impl Sim<'_> {
         // events between them (and in reset mode its RESET and PERIOD).
         let gap = 20
             + self.rng.u64(0..200)
-            + if self.cfg.mode == Mode::Reset {
+            + if self.cfg.mode == RearmMode::Reset {
                 2 * HANDLER_SLACK
             } else {
                 0
@@ -805,7 +806,7 @@ impl Sim<'_> {
         }
         self.truth.signals += 1;
         let value = self.count_at(self.a);
-        if self.cfg.mode == Mode::Free {
+        if self.cfg.mode == RearmMode::Free {
             let t = self.tick(2_000);
             self.emit(Observation::Signal {
                 time_ns: t,

@@ -21,7 +21,8 @@ use super::interrupts::{InterruptEvent, InterruptEventKind, InterruptJudge, Inte
 use super::kinds::AnomalyKind;
 use super::stream::{Delivery, Observation};
 use super::wrap::Unwrap;
-use super::{ClosedWindow, JudgeConfig, Mode};
+use super::{ClosedWindow, JudgeConfig};
+use crate::domain::RearmMode;
 
 /// One anomaly, with everything a maintainer asks about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -220,7 +221,7 @@ impl WorkerJudge {
                 self.cpu = Some(cpu);
             }
             Observation::Reset { time_ns, count } => {
-                if self.cfg.mode == Mode::Reset {
+                if self.cfg.mode == RearmMode::Reset {
                     self.unwrap.reset();
                     self.interrupts.reset(time_ns, self.last_read, count);
                     self.deliveries.reset();

@@ -9,7 +9,7 @@ all three and merges them by time into one stream per worker
 (`judge::stream`), holding back what is newer than the previous pass: a
 handler still running when its ring was drained then still lands in order.
 The stream goes to the observer (the raw record) and to the worker's judge.
-Nothing here interprets results; that is `judge` and `results`.
+Nothing here interprets results; that is `judge` and `evidence::results`.
 */
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,16 +21,16 @@ use hdrhistogram::Histogram;
 
 use std::collections::VecDeque;
 
-use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
-use crate::judge::{Anomaly, ClosedWindow, Mode, Observation, WorkerJudge, WorkerVerdict};
-use crate::kernel::{self, EventAttr, Kernel, Real};
-use crate::migrator::{self, Plan};
-use crate::sample::{self, RingIds, RingState};
-use crate::signal::{self, SignalRecord, Slot};
-use crate::worker::{
+use crate::domain::{RearmMode, StopReason, SwitchWitness};
+use crate::engine::kernel::{self, EventAttr, Kernel, Real};
+use crate::engine::migrator::{self, Plan};
+use crate::engine::sample::{self, RingIds, RingState};
+use crate::engine::signal::{self, SignalRecord, Slot};
+use crate::engine::worker::{
     self, Finished, MOVE_RING_RECORDS, SIGNAL_RING_RECORDS, WorkerShared, WorkerSpec,
 };
+use crate::judge::{Anomaly, ClosedWindow, Observation, WorkerJudge, WorkerVerdict};
 
 /// How often the controller drains rings.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);
@@ -70,25 +70,6 @@ pub struct Progress {
     pub moves: u64,
     /// Overflows the judged windows account for, all workers.
     pub overflows: u64,
-}
-
-/// Why the run ended.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StopReason {
-    Duration,
-    Interrupts,
-    Anomalies,
-    /// SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGPIPE (the signal number).
-    Signal(i32),
-    /// Every worker stopped on its own (watchdog or setup).
-    WorkersGone,
-    /// Results could not be written any more (the reason).
-    OutputFailed(String),
-    /// Bisect mode: enough overflows without a drop.
-    BisectGood,
-    /// Bisect mode: the first dropped interrupt.
-    BisectBad,
 }
 
 /// One worker's raw outcome.
@@ -131,7 +112,9 @@ pub struct RunRecord {
     pub max_sample_rate: (Option<u64>, Option<u64>),
 }
 
-struct Live<K: Kernel> {
+/// One worker as the run loop drives it, once its event is open: its signal
+/// slot and sample ring, what was drained and not yet judged, and its judge.
+struct RunningWorker<K: Kernel> {
     slot: Arc<Slot>,
     ring: K::Ring,
     /// Bytes of the ring's record area.
@@ -140,7 +123,7 @@ struct Live<K: Kernel> {
     ring_state: RingState,
     switch_witness: SwitchWitness,
     judge: WorkerJudge,
-    mode: Mode,
+    mode: RearmMode,
     bytes: Vec<u8>,
     parsed: Vec<Observation>,
     /// Drained, not yet judged: kernel records in ring order, signals (and
@@ -160,7 +143,7 @@ struct Live<K: Kernel> {
     anomalies: Vec<Anomaly>,
 }
 
-impl<K: Kernel> Live<K> {
+impl<K: Kernel> RunningWorker<K> {
     /// Judges, in time order, every drained observation up to `horizon`.
     fn judge_until(
         &mut self,
@@ -221,7 +204,7 @@ impl<K: Kernel> Live<K> {
 
 /// A handler record as the observation it is; in reset mode an overflow
 /// signal is followed by the reset its handler made.
-fn signal_observations(rec: SignalRecord, mode: Mode, out: &mut VecDeque<Observation>) {
+fn signal_observations(rec: SignalRecord, mode: RearmMode, out: &mut VecDeque<Observation>) {
     out.push_back(Observation::Signal {
         time_ns: rec.time_ns,
         cpu: rec.cpu,
@@ -229,7 +212,7 @@ fn signal_observations(rec: SignalRecord, mode: Mode, out: &mut VecDeque<Observa
         si_code: rec.si_code,
         delivery: rec.delivery,
     });
-    if mode == Mode::Reset && rec.delivery == signal::Delivery::Overflow {
+    if mode == RearmMode::Reset && rec.delivery == signal::Delivery::Overflow {
         out.push_back(Observation::Reset {
             time_ns: rec.time_ns,
             count: rec.at_stop,
@@ -288,7 +271,7 @@ pub fn run_on<K: Kernel>(
             attr,
             witness,
             first_cpu: plan.first_cpu(index),
-            rearm_period: if cfg.mode == Mode::Reset {
+            rearm_period: if cfg.mode == RearmMode::Reset {
                 cfg.period
             } else {
                 0
@@ -310,12 +293,12 @@ pub fn run_on<K: Kernel>(
     }
     drop(ready_tx);
 
-    let mut live: Vec<Option<Live<K>>> = (0..cfg.workers).map(|_| None).collect();
+    let mut live: Vec<Option<RunningWorker<K>>> = (0..cfg.workers).map(|_| None).collect();
     let mut setup_error = None;
     for _ in 0..cfg.workers {
         match ready_rx.recv() {
             Ok(Ok(ready)) => {
-                live[ready.index] = Some(Live {
+                live[ready.index] = Some(RunningWorker {
                     slot: ready.slot,
                     ring: ready.ring,
                     ids: ready.ids,
@@ -518,7 +501,7 @@ pub struct SetupError(pub String);
 /// in it is judged later, and nothing after what was taken from it yet).
 fn drain_all<K: Kernel>(
     kernel: &K,
-    live: &mut [Option<Live<K>>],
+    live: &mut [Option<RunningWorker<K>>],
     handles: &[Arc<WorkerShared>],
     observer: &mut dyn Observer,
     progress: &mut Progress,
@@ -574,7 +557,7 @@ fn drain_all<K: Kernel>(
 fn watchdog<K: Kernel>(
     kernel: &K,
     cfg: &RunConfig,
-    live: &mut [Option<Live<K>>],
+    live: &mut [Option<RunningWorker<K>>],
     handles: &[Arc<WorkerShared>],
     now: u64,
 ) {
@@ -606,7 +589,13 @@ fn watchdog<K: Kernel>(
         if let Some(reason) = reason {
             let fd = h.event_fd.load(Ordering::Acquire);
             if fd >= 0 {
-                let _ = kernel.disable(fd);
+                // SAFETY: not fully: the worker publishes its event's fd while
+                // the event is open and stores -1 before closing it, but it
+                // may end between this load and the ioctl, and the number
+                // then name another file. The window is the worker's last
+                // instructions, after its own DISABLE; closing it needs the
+                // watchdog to hold its own reference to the event.
+                let _ = unsafe { kernel.disable_by_number(fd) };
             }
             h.stop.store(true, Ordering::Release);
             l.stalled = Some(reason);

@@ -1,16 +1,24 @@
 /*!
-The command line, as clap definitions only. Value parsers check one value at a
-time and say the accepted form; `config` checks how values fit together.
+The command line. This file holds the clap definitions only: every flag and
+its help; value parsers check one value at a time and say the accepted form.
+`validate` checks how values fit together and builds the `RunConfig`;
+`commands` runs each subcommand; `console` is what `pmustress run` prints
+while it runs and at its end; `manual` renders the man page and the shell
+completions from these definitions.
 */
+
+pub mod commands;
+pub mod console;
+pub mod manual;
+pub mod validate;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
-use crate::event::EventSpec;
-use crate::evidence::Format;
-use crate::judge::Mode;
+use crate::config::event::EventSpec;
+use crate::domain::{MigrateMode, OutputFormat, RearmMode, SwitchWitness};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -61,8 +69,8 @@ pub struct PlotArgs {
 
     /// The image to write: FILE.svg or FILE.png (the extension picks the
     /// format).
-    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::plot::parse_output)]
-    pub output: crate::plot::Output,
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::evidence::plot::parse_output)]
+    pub output: crate::evidence::plot::Output,
 }
 
 #[derive(Debug, Args)]
@@ -71,8 +79,8 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
 
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 
     /// How many anomalies to list per run.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -88,8 +96,8 @@ pub struct CompareArgs {
     #[arg(value_name = "B")]
     pub b: PathBuf,
 
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -113,7 +121,7 @@ pub struct ReplayArgs {
 
     /// A bare stream's re-arm mode.
     #[arg(long, value_enum)]
-    pub mode: Option<Mode>,
+    pub mode: Option<RearmMode>,
 
     /// A bare stream of a software clock.
     #[arg(long)]
@@ -127,8 +135,8 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
     pub inject_drop_every: Option<u64>,
 
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -141,37 +149,6 @@ pub struct EnvArgs {
     /// a copy of another machine's /proc and /sys).
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
-}
-
-/// How the migrator moves workers between the CPUs of the set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MigrateMode {
-    /// Pin each worker and never move it.
-    None,
-    /// Bounce each worker between two CPUs of the set.
-    PingPong,
-    /// Move each worker to the next CPU of the set in turn.
-    RoundRobin,
-    /// Move each worker to a random other CPU of the set.
-    Random,
-}
-
-/// How event stops (context switches) are witnessed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SwitchWitness {
-    /// counts for a hardware event, falling back to times where the kernel
-    /// forbids counts; none for a software clock (its judge needs no stops).
-    Auto,
-    /// A context-switch event in the overflow event's group samples the
-    /// event's count at every switch-out: drops are then judged exactly
-    /// (needs perf_event_paranoid <= 1 or CAP_PERFMON).
-    Counts,
-    /// PERF_RECORD_SWITCH: the time of every switch-out, not the count.
-    Times,
-    /// No witness: a gap across an unwitnessed stop may be ambiguous.
-    None,
 }
 
 #[derive(Debug, Args)]
@@ -249,8 +226,8 @@ pub struct RunArgs {
 
     /// free: one fixed period, deltas of read() values; reset: rr-style
     /// DISABLE, RESET, PERIOD, ENABLE after every signal.
-    #[arg(long, value_enum, default_value_t = Mode::Free)]
-    pub mode: Mode,
+    #[arg(long, value_enum, default_value_t = RearmMode::Free)]
+    pub mode: RearmMode,
 
     /// Self-test: discard every Nth overflow (its signal and its kernel sample
     /// record) as if its interrupt never came. The run is marked injected.
@@ -335,10 +312,10 @@ fn parse_positive(s: &str) -> Result<u64, String> {
 
 fn parse_workers(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
-        Ok(n) if (1..=crate::signal::MAX_WORKERS).contains(&n) => Ok(n),
+        Ok(n) if (1..=crate::engine::signal::MAX_WORKERS).contains(&n) => Ok(n),
         _ => Err(format!(
             "expected a number of threads from 1 to {}, got {s:?}",
-            crate::signal::MAX_WORKERS
+            crate::engine::signal::MAX_WORKERS
         )),
     }
 }
@@ -434,7 +411,7 @@ pub struct CpuList(pub Vec<usize>);
 
 fn parse_cpus_flag(s: &str) -> Result<CpuList, String> {
     let max = libc::CPU_SETSIZE as u32 - 1;
-    crate::cpu::parse_cpu_list_checked(s, max)
+    crate::fingerprint::cpu::parse_cpu_list_checked(s, max)
         .map(|cpus| CpuList(cpus.into_iter().map(|c| c as usize).collect()))
 }
 

@@ -30,7 +30,8 @@ use anyhow::{Context, Result, anyhow};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::evidence::{self, LoadedRun};
+use crate::evidence::loaded_run::LoadedRun;
+use crate::evidence::report;
 
 /// Image width in pixels.
 pub const WIDTH: u32 = 1400;
@@ -102,7 +103,7 @@ pub struct RunPlot {
     pub flags: Vec<String>,
     /// The directory and the dropped-interrupt count.
     pub subtitle: String,
-    /// Histogram bins (see `evidence::delta_period_bins`).
+    /// Histogram bins (see `report::delta_period_bins`).
     pub bins: Vec<u64>,
     pub max_multiple: usize,
     pub deltas: u64,
@@ -149,7 +150,7 @@ impl RunPlot {
 
         let max_ratio = r.deltas.max() as f64 / period.max(1) as f64;
         let max_multiple = (max_ratio.ceil() as usize).clamp(4, MAX_MULTIPLE);
-        let bins = evidence::delta_period_bins(&r.deltas, period, BINS_PER_PERIOD, max_multiple);
+        let bins = report::delta_period_bins(&r.deltas, period, BINS_PER_PERIOD, max_multiple);
         let skid = r.run.config.skid;
         let skid_ratio = if period > 0 {
             skid as f64 / period as f64
@@ -313,7 +314,7 @@ fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .with_context(|| format!("{} names no file", path.display()))?
         .to_string_lossy();
-    crate::export::write_atomically(dir, &name, bytes)
+    crate::evidence::results_dir::write_atomically(dir, &name, bytes)
 }
 
 fn encode_png(buf: &mut Vec<u8>, path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {

@@ -9,17 +9,17 @@ handler; judging is the controller's job.
 */
 
 use std::hint::black_box;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::cli::SwitchWitness;
-use crate::kernel::{self, EventAttr, Kernel};
-use crate::ring::Ring;
-use crate::sample::RingIds;
-use crate::signal::{self, Slot};
+use crate::domain::SwitchWitness;
+use crate::engine::kernel::{self, EventAttr, Kernel};
+use crate::engine::ring::Ring;
+use crate::engine::sample::RingIds;
+use crate::engine::signal::{self, Slot};
 
 /// Data pages of each event's sample ring: 512 KiB with 4 KiB pages, about
 /// 6,500 samples of 80 bytes. The controller drains every few ms, but in a
@@ -212,7 +212,7 @@ pub fn run<K: Kernel>(
     }
 
     let migrations_before = kernel.thread_migrations(tid);
-    let fd = event.as_raw_fd();
+    let fd = event.as_fd();
     let started = kernel::set_signal_mask(&signal::worker_signals(), false)
         .and_then(|()| kernel.reset(fd))
         .and_then(|()| kernel.enable(fd));

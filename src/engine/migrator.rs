@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::cli::MigrateMode;
-use crate::kernel::{Kernel, Real};
-use crate::worker::WorkerShared;
+use crate::domain::MigrateMode;
+use crate::engine::kernel::{Kernel, Real};
+use crate::engine::worker::WorkerShared;
 
 /// How long the migrator sleeps when no worker can be moved.
 const IDLE_POLL: Duration = Duration::from_micros(200);
@@ -128,7 +128,7 @@ pub fn run_on<K: Kernel>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel;
+    use crate::engine::kernel;
 
     #[test]
     fn ping_pong_bounces_each_worker_between_two_cpus() {

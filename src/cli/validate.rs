@@ -11,11 +11,10 @@ line naming the flag); a machine that cannot run the event is
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
-
-use crate::cli::{MigrateMode, RunArgs};
-use crate::event::{self, Platform, ResolvedEvent};
-use crate::judge::Mode;
+use crate::cli::RunArgs;
+use crate::config::event::{self, Platform};
+use crate::config::{Bisect, RunConfig, format_cpus};
+use crate::domain::MigrateMode;
 
 /// Software clocks below this period livelock the worker on a 2-CPU VM and
 /// fill the per-user signal queue (shared/software-events.md: 10 us).
@@ -49,25 +48,12 @@ fn nanos(flag: &'static str, d: Duration) -> Result<u64, ConfigError> {
     }
 }
 
-/// Bisect mode: how many overflows without a drop make a "good".
-#[derive(Debug, Clone, Serialize)]
-pub struct Bisect {
-    /// Dropped interrupts per overflow that a bad kernel shows.
-    pub bad_rate: f64,
-    /// Where the bad rate came from (--bad-rate, or the baseline run).
-    pub bad_rate_source: String,
-    pub confidence: f64,
-    /// Overflows needed: zero drops in this many bound the rate below
-    /// `bad_rate` at `confidence` (one-sided).
-    pub overflows_needed: u64,
-}
-
 impl Bisect {
     fn plan(args: &RunArgs) -> Result<Option<Bisect>, ConfigError> {
         let (bad_rate, source) = match (args.bad_rate, &args.baseline) {
             (Some(r), _) => (r, "--bad-rate".to_string()),
             (None, Some(dir)) => {
-                let run = crate::evidence::LoadedRun::load(dir).map_err(|e| {
+                let run = crate::evidence::loaded_run::LoadedRun::load(dir).map_err(|e| {
                     usage(
                         "--baseline",
                         format!("{e:#}; expected a results directory with run.json"),
@@ -93,10 +79,10 @@ impl Bisect {
                         ),
                     ));
                 }
-                let rate = crate::stats::Rate::new(
+                let rate = crate::judge::stats::Rate::new(
                     run.dropped(),
                     run.overflows(),
-                    crate::results::CONFIDENCE,
+                    crate::domain::CONFIDENCE,
                 );
                 let low = rate.ci_low_per_million.unwrap_or(0.0) / 1e6;
                 if run.dropped() == 0 || low <= 0.0 {
@@ -120,7 +106,7 @@ impl Bisect {
             }
             (None, None) => return Ok(None),
         };
-        let needed = crate::stats::trials_to_bound(bad_rate, args.confidence).ok_or_else(|| {
+        let needed = crate::judge::stats::trials_to_bound(bad_rate, args.confidence).ok_or_else(|| {
             usage(
                 "--bad-rate",
                 format!(
@@ -138,69 +124,7 @@ impl Bisect {
     }
 }
 
-/// Everything a run needs, validated; recorded verbatim in the results.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunConfig {
-    pub event: ResolvedEvent,
-    pub period: u64,
-    pub skid: u64,
-    /// Where the skid came from: "--skid", the CPU table, or period/4.
-    pub skid_source: String,
-    /// How far past its overflow an interrupt (a sample's count) may land
-    /// and still be on time: `--skid` when given, else the CPU table's.
-    pub interrupt_skid: u64,
-    pub workers: usize,
-    pub cpus: Vec<usize>,
-    pub migrate: MigrateMode,
-    pub migrate_interval_ns: u64,
-    /// Seed of the random migration pattern, so it can be replayed.
-    pub migrate_seed: u64,
-    pub duration_ns: Option<u64>,
-    pub interrupts_per_worker: Option<u64>,
-    pub stop_after_anomalies: Option<u64>,
-    /// Bisect mode: the plan, when asked for.
-    pub bisect: Option<Bisect>,
-    pub include_kernel: bool,
-    /// The PMU interrupt is an ordinary IRQ (arm64 without pseudo-NMI): an
-    /// overflow pending at a context switch is lost there, never taken
-    /// before the stop.
-    pub pmu_irq_maskable: bool,
-    /// What the run asked for; each worker records what it got.
-    pub switch_witness: crate::cli::SwitchWitness,
-    pub mode: Mode,
-    pub inject_drop_every: Option<u64>,
-    pub watchdog_ns: u64,
-    /// Results directory (`--out`, or the default under results/, with a
-    /// suffix if another run took that name first).
-    pub out: PathBuf,
-    /// Whether `out` came from `--out` (else it is a default name).
-    #[serde(skip)]
-    pub out_given: bool,
-    pub raw: bool,
-    /// `--replace`: an `--out` that holds a run may be overwritten.
-    pub replace: bool,
-    pub max_anomaly_lines: u64,
-}
-
-/// Taskset-style rendering of a run's CPU set (0-3,8).
-pub fn format_cpus(cpus: &[usize]) -> String {
-    let cpus: Vec<u32> = cpus.iter().map(|&c| c as u32).collect();
-    crate::cpu::format_cpu_list(&cpus)
-}
-
 impl RunConfig {
-    /// What the judge needs to know of this run (recorded in run.json, so
-    /// `pmustress replay` judges its stream the same way).
-    pub fn judge_config(&self) -> crate::judge::JudgeConfig {
-        crate::judge::JudgeConfig {
-            software: self.event.software,
-            include_kernel: self.include_kernel,
-            irq_masked_at_stops: self.pmu_irq_maskable && !self.event.software,
-            inject_drop_every: self.inject_drop_every.unwrap_or(0),
-            ..crate::judge::JudgeConfig::new(self.period, self.skid, self.interrupt_skid, self.mode)
-        }
-    }
-
     /// `allowed` is the set of CPUs this process may use.
     pub fn from_args(
         args: &RunArgs,
@@ -314,7 +238,7 @@ impl RunConfig {
             cpus,
             migrate: args.migrate,
             migrate_interval_ns,
-            migrate_seed: crate::kernel::monotonic_ns(),
+            migrate_seed: crate::engine::kernel::monotonic_ns(),
             duration_ns: duration.map(|d| nanos("--duration", d)).transpose()?,
             interrupts_per_worker: args.interrupts,
             stop_after_anomalies: args.stop_after_anomalies,
@@ -327,7 +251,7 @@ impl RunConfig {
             watchdog_ns,
             out: args.out.clone().unwrap_or_else(|| {
                 let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-                PathBuf::from("results").join(crate::export::default_dir_name(
+                PathBuf::from("results").join(crate::evidence::results_dir::default_dir_name(
                     std::time::SystemTime::now(),
                     &host,
                     &spec.to_string(),

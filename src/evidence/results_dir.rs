@@ -111,7 +111,7 @@ pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
 #[derive(Serialize)]
 struct Incomplete<'a> {
     schema_version: u32,
-    verdict: crate::results::Verdict,
+    verdict: crate::evidence::results::Verdict,
     note: &'static str,
     argv: &'a [String],
     config: &'a RunConfig,
@@ -438,14 +438,14 @@ impl ResultsDir {
                     dir,
                     "run.json",
                     &Incomplete {
-                        schema_version: crate::results::SCHEMA_VERSION,
-                        verdict: crate::results::Verdict::Incomplete,
+                        schema_version: crate::domain::SCHEMA_VERSION,
+                        verdict: crate::evidence::results::Verdict::Incomplete,
                         note: "the run could not start: see setup_failure",
                         argv,
                         config: cfg,
                         judge: cfg.judge_config(),
                         started_unix_s,
-                        exit_status: Some(crate::results::EXIT_CANNOT_TEST),
+                        exit_status: Some(crate::domain::EXIT_CANNOT_TEST),
                         setup_failure: Some(cause.clone()),
                     },
                 );
@@ -470,8 +470,8 @@ impl ResultsDir {
             dir,
             "run.json",
             &Incomplete {
-                schema_version: crate::results::SCHEMA_VERSION,
-                verdict: crate::results::Verdict::Incomplete,
+                schema_version: crate::domain::SCHEMA_VERSION,
+                verdict: crate::evidence::results::Verdict::Incomplete,
                 note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
                 argv,
                 config: cfg,
@@ -593,8 +593,8 @@ impl ResultsDir {
             &self.dir,
             "run.json",
             &Incomplete {
-                schema_version: crate::results::SCHEMA_VERSION,
-                verdict: crate::results::Verdict::Incomplete,
+                schema_version: crate::domain::SCHEMA_VERSION,
+                verdict: crate::evidence::results::Verdict::Incomplete,
                 note: "the run could not start: see setup_failure",
                 argv,
                 config: cfg,
@@ -603,7 +603,7 @@ impl ResultsDir {
                     .started
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
-                exit_status: Some(crate::results::EXIT_CANNOT_TEST),
+                exit_status: Some(crate::domain::EXIT_CANNOT_TEST),
                 setup_failure: Some(cause.to_string()),
             },
         )
@@ -694,7 +694,11 @@ impl ResultsDir {
 
     /// Writes the last intervals, deltas.hgrm and the final run.json, which
     /// names the files a failed write left partial.
-    pub fn finish(mut self, now_ns: u64, results: &mut crate::results::RunResults) -> Result<()> {
+    pub fn finish(
+        mut self,
+        now_ns: u64,
+        results: &mut crate::evidence::results::RunResults,
+    ) -> Result<()> {
         let start = self.started_ns.unwrap_or(now_ns);
         let mut tail = Ok(());
         if self.failed.is_none() {

@@ -14,30 +14,31 @@ directory (`/` live), so the same code runs on fixture trees in
 `tests/fixtures/fingerprint`. Collecting never fails.
 */
 
-mod kernel;
+pub mod cpu;
 mod kmsg;
 mod knobs;
 mod machine;
 mod pmu;
 mod pseudo_nmi;
 mod read;
+mod running_kernel;
 
 use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
 
-pub use kernel::{
-    ArchFamily, Cmdline, ConfigValue, Kernel, KernelConfig, WATCHED_OPTIONS, kstrtobool,
-};
 pub use kmsg::KernelLog;
 pub use knobs::{Knobs, Limit, SigQ, parse_limits, parse_sigq, status_field};
-pub use machine::{Cpus, Dmi, Platform, Virtualization};
+pub use machine::{Cpus, Dmi, MachineKind, Virtualization};
 pub use pmu::{Pmu, Pmus, parse_probe_line};
 pub use pseudo_nmi::{PseudoNmi, PseudoNmiVerdict, verdict as pseudo_nmi_verdict};
 pub use read::Sourced;
+pub use running_kernel::{
+    ArchFamily, Cmdline, ConfigValue, KernelConfig, RunningKernel, WATCHED_OPTIONS, kstrtobool,
+};
 
-use crate::cpu::{BranchEvent, CpuId, format_cpu_list};
+use crate::fingerprint::cpu::{BranchEvent, CpuId, format_cpu_list};
 use read::Root;
 
 /// Bumped whenever a field changes meaning or disappears, so results written
@@ -51,7 +52,7 @@ pub struct Fingerprint {
     /// The directory read ("/" for the live machine).
     pub root: String,
     pub pseudo_nmi: PseudoNmi,
-    pub kernel: Kernel,
+    pub kernel: RunningKernel,
     pub cpus: Cpus,
     pub machine: Machine,
     pub pmus: Pmus,
@@ -78,7 +79,7 @@ impl Fingerprint {
     /// sources are recorded as such.
     pub fn collect(root: &Path) -> Fingerprint {
         let root = Root::new(root);
-        let kernel = Kernel::read(&root);
+        let kernel = RunningKernel::read(&root);
         let cpuinfo = root.read("proc/cpuinfo");
         let cpus = Cpus::read(&root, &cpuinfo);
         let dmi = Dmi::read(&root);
@@ -238,12 +239,12 @@ impl fmt::Display for Fingerprint {
         row(f, "board_asset_tag", &m.dmi.board_asset_tag)?;
         row(f, "bios_vendor", &m.dmi.bios_vendor)?;
         let platform = match m.virtualization.platform {
-            Platform::BareMetal => "bare metal".to_string(),
-            Platform::VirtualMachine => match &m.virtualization.hypervisor {
+            MachineKind::BareMetal => "bare metal".to_string(),
+            MachineKind::VirtualMachine => match &m.virtualization.hypervisor {
                 Some(h) => format!("virtual machine ({h})"),
                 None => "virtual machine".to_string(),
             },
-            Platform::Unknown => "unknown".to_string(),
+            MachineKind::Unknown => "unknown".to_string(),
         };
         writeln!(f, "  {:<27} {platform}", "platform")?;
         for e in &m.virtualization.evidence {
@@ -316,7 +317,7 @@ impl fmt::Display for Fingerprint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::{BranchEvent, CpuId};
+    use crate::fingerprint::cpu::{BranchEvent, CpuId};
     use std::path::PathBuf;
 
     fn fixture(case: &str) -> Fingerprint {
@@ -375,7 +376,10 @@ mod tests {
             fp.machine.dmi.product_name.value.as_deref(),
             Some("c6g.8xlarge")
         );
-        assert_eq!(fp.machine.virtualization.platform, Platform::VirtualMachine);
+        assert_eq!(
+            fp.machine.virtualization.platform,
+            MachineKind::VirtualMachine
+        );
         assert!(fp.has_hardware_pmu());
         let core = &fp.pmus()[0];
         assert_eq!(
@@ -458,7 +462,10 @@ mod tests {
             v.evidence[1],
             "/proc/cmdline: \"irqchip.gicv3_pseudo_nmi=1\" (requested)"
         );
-        assert_eq!(fp.machine.virtualization.platform, Platform::VirtualMachine);
+        assert_eq!(
+            fp.machine.virtualization.platform,
+            MachineKind::VirtualMachine
+        );
         assert_eq!(
             fp.machine.virtualization.hypervisor.as_deref(),
             Some("QEMU")
@@ -493,7 +500,7 @@ mod tests {
             fp.machine.dmi.sys_vendor.source,
             "not present: /sys/class/dmi/id/sys_vendor"
         );
-        assert_eq!(fp.machine.virtualization.platform, Platform::BareMetal);
+        assert_eq!(fp.machine.virtualization.platform, MachineKind::BareMetal);
     }
 
     #[test]
@@ -554,7 +561,7 @@ mod tests {
             fp.cpus.clusters[0].model.branch_event,
             BranchEvent::Raw(0x5101c4)
         );
-        assert_eq!(fp.machine.virtualization.platform, Platform::BareMetal);
+        assert_eq!(fp.machine.virtualization.platform, MachineKind::BareMetal);
         assert_eq!(fp.knobs.nmi_watchdog.value, Some(1));
         assert_eq!(fp.knobs.perf_event_max_sample_rate.value, Some(50000));
         assert!(
@@ -609,7 +616,10 @@ mod tests {
             fp.cpus.clusters[0].model.name,
             "arm64 implementer 0x00 part 0x051"
         );
-        assert_eq!(fp.machine.virtualization.platform, Platform::VirtualMachine);
+        assert_eq!(
+            fp.machine.virtualization.platform,
+            MachineKind::VirtualMachine
+        );
     }
 
     #[test]

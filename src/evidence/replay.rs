@@ -26,9 +26,10 @@ use flate2::read::MultiGzDecoder;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED};
+use crate::evidence::results::{coincidences, stream_reasons};
 use crate::judge::stream::{HEADER, Row};
 use crate::judge::{DeliveryTotals, InterruptTotals, JudgeConfig, WorkerJudge};
-use crate::results::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, coincidences, stream_reasons};
 
 /// Observations read, and where the file ended early.
 pub struct Stream {
@@ -156,9 +157,13 @@ pub struct DirReplay {
 
 pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     let path = dir.join("run.json");
-    let bytes = crate::runfile::read_bounded(&path, crate::runfile::MAX_RUN_JSON_BYTES)?;
+    let bytes = crate::evidence::runfile::read_bounded(
+        &path,
+        crate::evidence::runfile::MAX_RUN_JSON_BYTES,
+    )?;
     // The same checks as every reader's: a file report refuses is refused.
-    let run = crate::runfile::RunFile::parse(&bytes).with_context(|| path.display().to_string())?;
+    let run = crate::evidence::runfile::RunFile::parse(&bytes)
+        .with_context(|| path.display().to_string())?;
     let json: Value =
         serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))?;
     let cfg: JudgeConfig = serde_json::from_value(json.get("judge").cloned().context(
@@ -208,7 +213,7 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
             );
         }
     }
-    let run_verdict = crate::runfile::verdict_name(run.verdict).to_string();
+    let run_verdict = crate::evidence::runfile::verdict_name(run.verdict).to_string();
     let run_exit_status = run.exit_status.map(i64::from);
     // run.json's reasons that the stream does not give: those the run's own
     // totals would not produce either.
@@ -288,7 +293,7 @@ fn compare<T: Serialize>(
 /// The text a replay prints: the judgement's accounting lines, then how it
 /// compares with the run.
 pub fn summary(r: &Replayed) -> String {
-    let mut s = crate::report::accounting(&r.interrupts, &r.deliveries, "");
+    let mut s = crate::evidence::accounting::accounting(&r.interrupts, &r.deliveries, "");
     for reason in &r.inconclusive_because {
         let _ = writeln!(s, "inconclusive: {reason}");
     }
@@ -298,7 +303,8 @@ pub fn summary(r: &Replayed) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::{Mode, Observation};
+    use crate::domain::RearmMode;
+    use crate::judge::Observation;
 
     fn rows(obs: &[Observation]) -> String {
         let mut s = format!("{HEADER}\n");
@@ -342,7 +348,7 @@ mod tests {
             },
         ]);
         let stream = parse_stream(text.as_bytes(), "test").unwrap();
-        let r = judge(&stream.rows, JudgeConfig::new(p, 0, 0, Mode::Free));
+        let r = judge(&stream.rows, JudgeConfig::new(p, 0, 0, RearmMode::Free));
         assert_eq!(
             (
                 r.interrupts.samples,

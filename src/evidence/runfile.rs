@@ -4,7 +4,7 @@
 read with defaults (which turned `null`, `[1,2,3]`, `"totals": "lots"` or a
 negative count into a run of zero overflows with a "clean" verdict).
 
-The fields are the writer's (`results::RunResults`, and `export`'s
+The fields are the writer's (`results::RunResults`, and `results_dir`'s
 incomplete form), with the writer's types: the `Verdict` enum itself, u64
 counts (a negative or fractional count, or a string, is refused by serde),
 i32 exit statuses. Fields a reader does not use are not read (the
@@ -22,7 +22,8 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::results::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, SCHEMA_VERSION, Verdict};
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, SCHEMA_VERSION};
+use crate::evidence::results::Verdict;
 
 /// The largest run.json read. The writer's, at most 1,000 anomalies, the
 /// fingerprint and one entry per worker (1,024 workers at most, ~2 KiB

@@ -44,8 +44,10 @@ pub const WATCHED_OPTIONS: &[&str] = &[
 /// or hostile file could eat memory.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
+/// The kernel this machine runs (run.json's `fingerprint.kernel`); not to be
+/// confused with `engine::kernel`, the syscalls pmustress makes.
 #[derive(Debug, Clone, Serialize)]
-pub struct Kernel {
+pub struct RunningKernel {
     pub release: Sourced<String>,
     pub version: Sourced<String>,
     /// `uname -m` spelling: "aarch64", "x86_64".
@@ -55,8 +57,8 @@ pub struct Kernel {
     pub log: super::kmsg::KernelLog,
 }
 
-impl Kernel {
-    pub fn read(root: &Root) -> Kernel {
+impl RunningKernel {
+    pub fn read(root: &Root) -> RunningKernel {
         let release = root.read_value("proc/sys/kernel/osrelease");
         let version = root.read_value("proc/sys/kernel/version");
         let arch = read_arch(root);
@@ -65,7 +67,7 @@ impl Kernel {
             .map(|raw| Cmdline::parse(raw.trim_end()));
         let config = read_config(root, release.value.as_deref());
         let log = super::kmsg::KernelLog::read(root);
-        Kernel {
+        RunningKernel {
             release,
             version,
             arch,

@@ -1,6 +1,8 @@
 /*!
-What people read: one line per anomaly in the style maintainers already use,
-a live progress line on a terminal, and the end-of-run summary.
+What people read while `pmustress run` runs: one line per anomaly in the
+style maintainers already use, a live progress line on a terminal, and the
+end-of-run summary. (`evidence::report` is `pmustress report`, which reads
+a finished run back.)
 */
 
 use std::fmt::Write as _;
@@ -9,9 +11,10 @@ use std::io::Write;
 use clap::ValueEnum;
 
 use crate::config::{RunConfig, format_cpus};
-use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals};
-use crate::results::{Counts, RunResults, Verdict};
-use crate::run::{Observer, Progress};
+use crate::engine::run::{Observer, Progress};
+use crate::evidence::accounting::accounting;
+use crate::evidence::results::{Counts, RunResults, Verdict};
+use crate::judge::{Anomaly, AnomalyKind};
 
 /// `worker 1: dropped interrupt: interrupts 20003 apart (2.00 periods of
 /// 10000), cpu 3 -> 7, 14 us after migration, after signal #2650640`
@@ -80,7 +83,7 @@ pub struct Console {
 impl Console {
     pub fn new(limit: u64) -> Console {
         Console {
-            tty: crate::kernel::stderr_is_tty(),
+            tty: crate::engine::kernel::stderr_is_tty(),
             printed: 0,
             limit,
             progress_shown: false,
@@ -172,65 +175,6 @@ fn counts_row(label: &str, c: &Counts) -> String {
         opt(d.p99),
         opt(d.max),
     )
-}
-
-/// The accounting of every overflow and every delivery, as the run and a
-/// replay print it; `implied` ends the first line.
-pub fn accounting(i: &InterruptTotals, d: &DeliveryTotals, implied: &str) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "interrupts: {} overflows = {} interrupts ({} on time, {} late{}, {} a period or more late, {}{} unexplained) + {} dropped ({} injected, {} at the final stop) + {} ambiguous + {} in ring gaps{implied}",
-        i.overflows,
-        i.samples,
-        i.on_time,
-        i.late,
-        if i.late_maybe_rebased > 0 {
-            format!(" ({} perhaps a period or more)", i.late_maybe_rebased)
-        } else {
-            String::new()
-        },
-        i.rebased_in_handler,
-        if i.count_wraps > 0 {
-            format!(
-                "{} first after a count wrap ({} {}), ",
-                i.after_count_wrap,
-                i.count_wraps,
-                if i.count_wraps == 1 { "wrap" } else { "wraps" }
-            )
-        } else {
-            String::new()
-        },
-        i.unexplained,
-        i.dropped,
-        i.injected,
-        i.dropped_at_final_stop,
-        i.ambiguous,
-        i.record_lost,
-    );
-    let _ = writeln!(
-        s,
-        "stops witnessed: {} ({} without their count); throttled {} {}",
-        i.stops,
-        i.stops_without_count,
-        i.throttled,
-        if i.throttled == 1 { "time" } else { "times" }
-    );
-    let _ = writeln!(
-        s,
-        "deliveries: {} signals ({} on time, {} late, {} a period or more late, {} without a sample record), {} coalesced, {} SIGIO, {} unmatched, {} in flight at stop, {} watermark wakeups",
-        d.signals,
-        d.on_time,
-        d.late,
-        d.late_by_a_period,
-        d.unrecorded,
-        d.coalesced,
-        d.sigio,
-        d.unmatched,
-        d.in_flight,
-        d.watermark_wakeups,
-    );
-    s
 }
 
 /// The end-of-run summary.

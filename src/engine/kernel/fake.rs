@@ -40,16 +40,16 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{EventAttr, HandlerKernel, Kernel};
+use crate::engine::sample::{self, RingIds};
+use crate::engine::signal;
 use crate::judge::Observation;
-use crate::sample::{self, RingIds};
-use crate::signal;
 
 /// The fake clock at the start of a run (any value would do; not 0, so a
 /// time never looks unset).
@@ -284,6 +284,18 @@ thread_local! {
 }
 
 impl FakeKernel {
+    /// DISABLE of the event the fd number names (EBADF if none): the fake
+    /// keys its events by number, so the borrowed and the numbered forms
+    /// are the same here.
+    fn disable_fd_number(&self, fd: RawFd) -> io::Result<()> {
+        let mut st = self.sim.lock();
+        let key = st.event_of(fd)?;
+        st.events[key].enabled = false;
+        let worker = st.events[key].worker;
+        st.log(worker).calls.push(Call::Disable);
+        Ok(())
+    }
+
     pub fn new(script: Script) -> FakeKernel {
         let mut timeline = BTreeMap::new();
         let mut seq = 0;
@@ -431,6 +443,12 @@ pub struct FakeEvent {
 impl AsRawFd for FakeEvent {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for FakeEvent {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 
@@ -794,9 +812,9 @@ impl Kernel for FakeKernel {
         Ok(())
     }
 
-    fn reset(&self, fd: RawFd) -> io::Result<()> {
+    fn reset(&self, event: BorrowedFd<'_>) -> io::Result<()> {
         let mut st = self.sim.lock();
-        let key = st.event_of(fd)?;
+        let key = st.event_of(event.as_raw_fd())?;
         let e = &mut st.events[key];
         e.count = 0;
         e.next_due = e.period;
@@ -805,9 +823,9 @@ impl Kernel for FakeKernel {
         Ok(())
     }
 
-    fn enable(&self, fd: RawFd) -> io::Result<()> {
+    fn enable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
         let mut st = self.sim.lock();
-        let key = st.event_of(fd)?;
+        let key = st.event_of(event.as_raw_fd())?;
         let e = &mut st.events[key];
         e.enabled = true;
         let worker = e.worker;
@@ -815,18 +833,17 @@ impl Kernel for FakeKernel {
         Ok(())
     }
 
-    fn disable(&self, fd: RawFd) -> io::Result<()> {
-        let mut st = self.sim.lock();
-        let key = st.event_of(fd)?;
-        st.events[key].enabled = false;
-        let worker = st.events[key].worker;
-        st.log(worker).calls.push(Call::Disable);
-        Ok(())
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        self.disable_fd_number(event.as_raw_fd())
     }
 
-    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>> {
+    unsafe fn disable_by_number(&self, fd: RawFd) -> io::Result<()> {
+        self.disable_fd_number(fd)
+    }
+
+    fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>> {
         let st = self.sim.lock();
-        let key = st.event_of(fd)?;
+        let key = st.event_of(event.as_raw_fd())?;
         Ok(Some(st.events[key].count))
     }
 
@@ -968,7 +985,7 @@ mod tests {
     use std::sync::mpsc;
 
     use super::*;
-    use crate::sample::RingState;
+    use crate::engine::sample::RingState;
 
     const P: u64 = 1_000;
 
@@ -1065,13 +1082,12 @@ mod tests {
                     witness: Some(k.id(&witness).unwrap()),
                     resume: None,
                 };
-                let fd = event.as_raw_fd();
-                k.reset(fd).unwrap();
-                k.enable(fd).unwrap();
-                tx.send((ring, ids, fd)).unwrap();
+                k.reset(event.as_fd()).unwrap();
+                k.enable(event.as_fd()).unwrap();
+                tx.send((ring, ids, event.as_raw_fd())).unwrap();
                 // The event stays open until the test is done with it.
                 k.sleep(Duration::from_secs(3600), &done);
-                k.disable(fd).unwrap();
+                k.disable(event.as_fd()).unwrap();
             })
             .unwrap();
         let (mut ring, ids, fd) = rx.recv().unwrap();
@@ -1113,7 +1129,9 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(kernel.read_count(fd).unwrap(), Some(4 * P - 100));
+        // SAFETY: the worker thread keeps the event open until `stop`.
+        let event = unsafe { BorrowedFd::borrow_raw(fd) };
+        assert_eq!(kernel.read_count(event).unwrap(), Some(4 * P - 100));
         stop.store(true, Ordering::Relaxed);
         worker.join().unwrap();
         let log = kernel.log(0);

@@ -18,7 +18,7 @@ use std::str::FromStr;
 use perf_event_open_sys::bindings as sys;
 use serde::Serialize;
 
-use crate::cpu::{self, BranchEvent, CpuId};
+use crate::fingerprint::cpu::{self, BranchEvent, CpuId};
 use crate::fingerprint::{ArchFamily, Fingerprint, Pmu, PseudoNmiVerdict};
 
 /// What the user asked for with `--event`.

@@ -13,12 +13,18 @@ trait, and the overflow handler's recording steps through `HandlerKernel`:
 unchanged; `fake` (test builds only) is a scripted kernel on which
 `cargo test` runs the whole loop without a PMU.
 
+Fds are borrowed (`BorrowedFd`) wherever an owner is at hand. Only the
+signal handler's steps (`read_count_fd`, `disarm_fd`, `enable_fd`) take the
+bare number its slot holds, and `Kernel::disable_by_number`, the watchdog's
+DISABLE from another thread, is `unsafe` for the same reason.
+
 The other place with `unsafe` is `signal`, whose handler must read the siginfo
-the kernel hands it.
+the kernel hands it; the run loop's one `unsafe` is its watchdog's call to
+`disable_by_number`.
 */
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -226,7 +232,7 @@ impl PerfEvent {
     }
 
     pub fn reset(&self) -> io::Result<()> {
-        reset_fd(self.raw_fd())
+        reset_fd(self.as_fd())
     }
 
     pub fn enable(&self) -> io::Result<()> {
@@ -234,7 +240,7 @@ impl PerfEvent {
     }
 
     pub fn disable(&self) -> io::Result<()> {
-        disable_fd(self.raw_fd())
+        disable_fd(self.as_fd())
     }
 
     /// The current count. Ok(None) means the event is in error state (a
@@ -250,29 +256,37 @@ impl AsRawFd for PerfEvent {
     }
 }
 
-/// RESET by raw fd: the count goes back to 0.
-pub fn reset_fd(fd: RawFd) -> io::Result<()> {
-    // SAFETY: RESET takes no argument pointer; a stale fd gives EBADF.
-    cvt(unsafe { sys::ioctls::RESET(fd, 0) } as libc::c_long).map(drop)
+impl AsFd for PerfEvent {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// RESET: the count goes back to 0.
+pub fn reset_fd(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: RESET takes no argument pointer, and `fd` is open while borrowed.
+    cvt(unsafe { sys::ioctls::RESET(fd.as_raw_fd(), 0) } as libc::c_long).map(drop)
 }
 
 /// ENABLE by raw fd; in reset mode the second half of the re-arm (after
 /// `disarm_fd`): the restart re-arms the period from here (its
-/// `period_left` is 0). Async-signal-safe.
+/// `period_left` is 0). Async-signal-safe; a raw fd because the signal
+/// handler has only the number its slot holds.
 pub fn enable_fd(fd: RawFd) -> io::Result<()> {
     // SAFETY: ENABLE takes no argument pointer; a stale fd gives EBADF.
     cvt(unsafe { sys::ioctls::ENABLE(fd, 0) } as libc::c_long).map(drop)
 }
 
-/// DISABLE by raw fd: the watchdog stops a stuck worker's event from another
-/// thread while the worker still owns the fd.
-pub fn disable_fd(fd: RawFd) -> io::Result<()> {
-    // SAFETY: DISABLE takes no argument pointer; a stale fd gives EBADF.
-    cvt(unsafe { sys::ioctls::DISABLE(fd, 0) } as libc::c_long).map(drop)
+/// DISABLE: the event stops counting and overflowing.
+pub fn disable_fd(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: DISABLE takes no argument pointer, and `fd` is open while
+    // borrowed.
+    cvt(unsafe { sys::ioctls::DISABLE(fd.as_raw_fd(), 0) } as libc::c_long).map(drop)
 }
 
 /// read(2) of a counting event with read_format 0: one u64.
-/// Async-signal-safe: the signal handler uses it.
+/// Async-signal-safe: the signal handler uses it, with the raw fd its slot
+/// holds.
 pub fn read_count_fd(fd: RawFd) -> io::Result<Option<u64>> {
     let mut value: u64 = 0;
     // SAFETY: reading at most 8 bytes into a u64 we own.
@@ -564,7 +578,7 @@ pub fn parse_nr_migrations(text: &str) -> Option<u64> {
 /// keys its threads by) and the page size.
 pub trait Kernel: Clone + Send + Sync + 'static {
     /// An open perf event: the overflow event or its switch witness.
-    type Event: AsRawFd + Send + 'static;
+    type Event: AsFd + AsRawFd + Send + 'static;
     /// The mmap'd record ring of an overflow event; it outlives the event.
     type Ring: Send + 'static;
 
@@ -590,12 +604,20 @@ pub trait Kernel: Clone + Send + Sync + 'static {
         tid: libc::pid_t,
         signo: libc::c_int,
     ) -> io::Result<()>;
-    fn reset(&self, fd: RawFd) -> io::Result<()>;
-    fn enable(&self, fd: RawFd) -> io::Result<()>;
-    /// By fd: the watchdog disables a worker's event from another thread.
-    fn disable(&self, fd: RawFd) -> io::Result<()>;
+    fn reset(&self, event: BorrowedFd<'_>) -> io::Result<()>;
+    fn enable(&self, event: BorrowedFd<'_>) -> io::Result<()>;
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()>;
+    /// DISABLE by fd number: the watchdog stops a stuck worker's event from
+    /// another thread, which has only the number the worker published.
+    ///
+    /// # Safety
+    ///
+    /// `fd` must be an open perf event for the whole call: a number its
+    /// owner has closed may name another file by now (another worker's
+    /// event, say), which this would then disable.
+    unsafe fn disable_by_number(&self, fd: RawFd) -> io::Result<()>;
     /// The count; None when the event is in error state.
-    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>>;
+    fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>>;
 
     /// Moves thread `tid` to exactly `cpu`.
     fn move_thread(&self, tid: libc::pid_t, cpu: usize) -> io::Result<()>;
@@ -679,20 +701,25 @@ impl Kernel for Real {
         event.route_overflows_to(tid, signo)
     }
 
-    fn reset(&self, fd: RawFd) -> io::Result<()> {
-        reset_fd(fd)
+    fn reset(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        reset_fd(event)
     }
 
-    fn enable(&self, fd: RawFd) -> io::Result<()> {
-        enable_fd(fd)
+    fn enable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        enable_fd(event.as_raw_fd())
     }
 
-    fn disable(&self, fd: RawFd) -> io::Result<()> {
-        disable_fd(fd)
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        disable_fd(event)
     }
 
-    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>> {
-        read_count_fd(fd)
+    unsafe fn disable_by_number(&self, fd: RawFd) -> io::Result<()> {
+        // SAFETY: the caller promises `fd` is open for the whole call.
+        disable_fd(unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+
+    fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>> {
+        read_count_fd(event.as_raw_fd())
     }
 
     fn move_thread(&self, tid: libc::pid_t, cpu: usize) -> io::Result<()> {

@@ -23,8 +23,8 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use crate::kernel::{self, HandlerKernel, Real};
-use crate::ring::Ring;
+use crate::engine::kernel::{self, HandlerKernel, Real};
+use crate::engine::ring::Ring;
 
 /// The largest fd a worker's event may have (the table is indexed by fd).
 pub const MAX_FD: usize = 4096;

@@ -1,229 +1,29 @@
 /*!
-Results: what a run measured, summed up and judged, as one serde structure.
+The run's verdict: from the engine's `RunRecord` to `RunResults`.
 
-`RunResults::new` turns the raw `RunRecord` into per-worker and total counts
-(the interrupt judgement, the delivery judgement, and the final count as an
-independent check of the overflow accounting), the delta and interrupt
-latency distributions, and the verdict with its exit status. It is written to
-`run.json` (atomically) and rendered by `report`.
-
-The verdict rule: `dropped` when the judge found an overflow whose interrupt
-never happened under every explanation of the kernel's records; otherwise
-`inconclusive` when anything could not be judged (ambiguous overflows, a
-broken witness, our own failure); otherwise `clean`.
+`RunResults::new` sums each worker's judgement into counts, adds them up,
+and applies the verdict rule: `dropped` when the judge found an overflow
+whose interrupt never happened under every explanation of the kernel's
+records; otherwise `inconclusive` when anything could not be judged
+(ambiguous overflows, a broken witness, too few overflows, our own
+failure); otherwise `clean`. A run stopped by a signal is `interrupted`.
 */
 
-use std::collections::BTreeMap;
-
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
-use crate::cli::SwitchWitness;
 use crate::config::RunConfig;
-use crate::fingerprint::{Fingerprint, PseudoNmi};
-use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals, Mode};
-use crate::run::{RunRecord, StopReason, WorkerRecord};
-use crate::stats::Rate;
-
-pub const SCHEMA_VERSION: u32 = 2;
-
-/// Exit statuses, for `git bisect run` among others.
-pub const EXIT_CLEAN: i32 = 0;
-pub const EXIT_DROPPED: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_CANNOT_TEST: i32 = 125;
-
-/// Confidence of the intervals reported with rates.
-pub const CONFIDENCE: f64 = 0.95;
-
-/// A run that saw no dropped interrupt is only "clean" if its overflows
-/// bound the dropped rate below this (one-sided, at `CONFIDENCE`): zero
-/// drops in fewer than 299 overflows say nothing, and the run is 125 "not
-/// enough overflows" (in every mode, and in a replay of its stream).
-pub const MIN_EVIDENCE_RATE: f64 = 0.01;
-
-/// At most this many anomalies are kept in run.json (all are counted, and
-/// anomalies.csv has every one).
-pub const MAX_RECORDED_ANOMALIES: usize = 1_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// No dropped interrupt, and every window could be judged.
-    Clean,
-    /// At least one overflow interrupt never happened.
-    Dropped,
-    /// We could not judge everything (our failure or a broken witness).
-    Inconclusive,
-    /// Stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE): what
-    /// was measured is complete but partial.
-    Interrupted,
-    /// No verdict: the run is still going, was killed (SIGKILL, a second
-    /// Ctrl-C), or could not start (then run.json has `setup_failure`).
-    Incomplete,
-}
-
-/// Delta distribution summary (events, or ns for software clocks).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct DeltaStats {
-    pub count: u64,
-    pub min: Option<u64>,
-    pub p50: Option<u64>,
-    pub p99: Option<u64>,
-    pub p999: Option<u64>,
-    pub max: Option<u64>,
-}
-
-impl DeltaStats {
-    pub fn of(h: &Histogram<u64>) -> DeltaStats {
-        if h.is_empty() {
-            return DeltaStats::default();
-        }
-        DeltaStats {
-            count: h.len(),
-            min: Some(h.min()),
-            p50: Some(h.value_at_quantile(0.5)),
-            p99: Some(h.value_at_quantile(0.99)),
-            p999: Some(h.value_at_quantile(0.999)),
-            max: Some(h.max()),
-        }
-    }
-}
-
-/// Interrupt lateness: how far past its due point the interrupt was taken,
-/// as a fraction of the period.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct LatencyStats {
-    pub count: u64,
-    pub p50: Option<f64>,
-    pub p99: Option<f64>,
-    pub p999: Option<f64>,
-    pub max: Option<f64>,
-}
-
-impl LatencyStats {
-    pub fn of(h: &Histogram<u64>, period: u64) -> LatencyStats {
-        if h.is_empty() {
-            return LatencyStats::default();
-        }
-        let f = |v: u64| Some(v as f64 / period as f64);
-        LatencyStats {
-            count: h.len(),
-            p50: f(h.value_at_quantile(0.5)),
-            p99: f(h.value_at_quantile(0.99)),
-            p999: f(h.value_at_quantile(0.999)),
-            max: f(h.max()),
-        }
-    }
-}
-
-/// Counts for one worker or for the whole run.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Counts {
-    /// Every overflow, judged from the kernel's records alone.
-    pub interrupts: InterruptTotals,
-    /// Every delivery, judged against the interrupts.
-    pub deliveries: DeliveryTotals,
-    /// Overflow signals received (= deliveries.signals).
-    pub signals: u64,
-    /// Plain-SIGIO fallbacks (= deliveries.sigio).
-    pub sigio: u64,
-    /// Kernel PERF_RECORD_SAMPLEs: interrupts the kernel handled
-    /// (= interrupts.samples).
-    pub kernel_samples: u64,
-    /// Overflows accounted for (= interrupts.overflows).
-    pub accounted_overflows: u64,
-    /// Hardware, free mode, where the grid never moved and nothing is
-    /// ambiguous: final count / period, which must equal the accounted
-    /// overflows (an independent check of the judge's bookkeeping).
-    pub implied_overflows: Option<u64>,
-    /// Interrupts that never happened (= interrupts.dropped, injected ones
-    /// included).
-    pub dropped_interrupts: u64,
-    pub injected: u64,
-    /// Overflows dropped under one explanation and not under another.
-    pub ambiguous: u64,
-    /// How many interrupts a period or more late would land within the
-    /// interrupt skid of a grid point by chance (re-bases x (2 x
-    /// interrupt skid + 1) / period): the expected number of coincidences
-    /// among the ambiguous.
-    pub expected_coincidences: f64,
-    /// Anomalies by kind.
-    pub anomalies: BTreeMap<AnomalyKind, u64>,
-    pub migrations_requested: u64,
-    pub migrations_failed: u64,
-    /// se.nr_migrations growth, when the kernel exposes it.
-    pub migrations_kernel: Option<u64>,
-    /// Consecutive signals seen on different CPUs.
-    pub cpu_changes: u64,
-    pub signal_ring_overflows: u64,
-    pub garbled_kernel_bytes: u64,
-    /// Observations that reached the judge after newer ones.
-    pub reordered_observations: u64,
-    pub deltas: DeltaStats,
-    pub interrupt_latency: LatencyStats,
-    /// Dropped interrupts per million overflows (accounted), with a 95%
-    /// Clopper-Pearson interval.
-    pub dropped_rate: Option<Rate>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkerResult {
-    pub worker: usize,
-    pub final_count: Option<u64>,
-    pub stalled: Option<String>,
-    /// How this worker's event stops were witnessed.
-    pub switch_witness: SwitchWitness,
-    /// Bytes of its sample ring's record area.
-    pub ring_bytes: usize,
-    #[serde(flatten)]
-    pub counts: Counts,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolInfo {
-    pub name: &'static str,
-    pub version: &'static str,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct RunResults {
-    pub schema_version: u32,
-    pub tool: ToolInfo,
-    /// The exact command line.
-    pub argv: Vec<String>,
-    pub config: RunConfig,
-    /// How the stream was judged: `pmustress replay` judges raw.csv.gz
-    /// again with it.
-    pub judge: crate::judge::JudgeConfig,
-    /// The pseudo-NMI verdict with its evidence (also inside `fingerprint`).
-    pub pseudo_nmi: PseudoNmi,
-    /// The machine, as `pmustress env --json` prints it.
-    pub fingerprint: serde_json::Value,
-    pub elapsed_ns: u64,
-    pub stop_reason: StopReason,
-    /// True when --inject-drop-every discarded overflows on purpose: such a
-    /// run proves the detector, never the machine.
-    pub injected: bool,
-    pub workers: Vec<WorkerResult>,
-    pub totals: Counts,
-    /// Overflow signals and SIGIOs nobody could be charged with.
-    pub stray_signals: (u64, u64),
-    pub max_sample_rate_before: Option<u64>,
-    pub max_sample_rate_after: Option<u64>,
-    /// The first anomalies, in order (all are counted in totals).
-    pub anomalies: Vec<Anomaly>,
-    pub anomalies_not_recorded: u64,
-    /// Things a reader must know that do not change the verdict.
-    pub warnings: Vec<String>,
-    /// Why the verdict is inconclusive, if it is.
-    pub inconclusive_because: Vec<String>,
-    /// Files a failed write left short (cut back to their last complete
-    /// line): what they hold is true but not everything.
-    pub partial_files: Vec<String>,
-    pub verdict: Verdict,
-    pub exit_status: i32,
-}
+use crate::domain::{
+    CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RearmMode, SCHEMA_VERSION, StopReason,
+    SwitchWitness,
+};
+use crate::engine::run::{RunRecord, WorkerRecord};
+use crate::evidence::results::{
+    Counts, DeltaStats, LatencyStats, RunResults, ToolInfo, Verdict, WorkerResult, coincidences,
+    plural, stream_reasons,
+};
+use crate::fingerprint::Fingerprint;
+use crate::judge::stats::Rate;
+use crate::judge::{Anomaly, AnomalyKind, InterruptTotals};
 
 fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
     let v = &w.verdict;
@@ -239,7 +39,7 @@ fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
         && i.unexplained == 0
         && i.count_wraps == 0;
     let implied = match (cfg.mode, cfg.event.software, grid_kept, w.final_count) {
-        (Mode::Free, false, true, Some(end)) => Some(end / period),
+        (RearmMode::Free, false, true, Some(end)) => Some(end / period),
         _ => None,
     };
     Counts {
@@ -270,12 +70,6 @@ fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
 
 fn expected_coincidences(i: &InterruptTotals, cfg: &RunConfig) -> f64 {
     coincidences(i, cfg.interrupt_skid, cfg.period)
-}
-
-/// Interrupts a period or more late that land within the interrupt skid of
-/// a grid point by chance: the expected number among the ambiguous.
-pub fn coincidences(i: &InterruptTotals, interrupt_skid: u64, period: u64) -> f64 {
-    i.rebased_in_handler as f64 * (2 * interrupt_skid + 1) as f64 / period as f64
 }
 
 fn add(total: &mut Counts, c: &Counts) {
@@ -358,7 +152,7 @@ impl RunResults {
         if cfg.event.software {
             warnings.push(format!(
                 "{}: it proves the pipeline (signals, rings, migrator, judge), not the interrupt path of a PMU",
-                crate::event::SOFTWARE_CAVEAT
+                crate::config::event::SOFTWARE_CAVEAT
             ));
         }
         if let Some(n) = cfg.inject_drop_every {
@@ -438,7 +232,7 @@ impl RunResults {
                 AnomalyKind::SoftwareTimerSkip.advice()
             ));
         }
-        if cfg.migrate != crate::cli::MigrateMode::None && totals.migrations_requested == 0 {
+        if cfg.migrate != crate::domain::MigrateMode::None && totals.migrations_requested == 0 {
             warnings.push("no migration happened: the migrator never moved a worker".to_string());
         }
         if !cfg.event.software
@@ -489,7 +283,7 @@ impl RunResults {
                 inconclusive.push(format!("{n} {what}"));
             }
         }
-        if cfg.mode == Mode::Reset && totals.reordered_observations > 0 {
+        if cfg.mode == RearmMode::Reset && totals.reordered_observations > 0 {
             inconclusive.push(format!(
                 "{} observations reached the judge out of time order, so resets may be misplaced",
                 totals.reordered_observations
@@ -553,92 +347,6 @@ impl RunResults {
             exit_status,
         }
     }
-
-    /// Names files a failed write left short; a verdict that was clean
-    /// can no longer be trusted as such (125).
-    /// Results that could not all be saved (`why`): drops seen are real
-    /// even if a file is short, and an interruption keeps its status;
-    /// anything else cannot be trusted as clean. Once per reason.
-    pub fn mark_unsaved(&mut self, why: String) {
-        if !matches!(self.verdict, Verdict::Dropped | Verdict::Interrupted) {
-            self.verdict = Verdict::Inconclusive;
-            self.exit_status = EXIT_CANNOT_TEST;
-        }
-        if !self.inconclusive_because.contains(&why) {
-            self.inconclusive_because.push(why);
-        }
-    }
-
-    pub fn mark_partial(&mut self, files: Vec<String>) {
-        if self.verdict == Verdict::Clean {
-            self.verdict = Verdict::Inconclusive;
-            self.exit_status = EXIT_CANNOT_TEST;
-        }
-        self.inconclusive_because.push(format!(
-            "results could not all be written: {} cut back to the last complete line",
-            files.join(", ")
-        ));
-        self.partial_files = files;
-    }
-}
-
-/// How many overflows with no drop make a run "clean": enough to bound the
-/// dropped rate below `MIN_EVIDENCE_RATE` at `CONFIDENCE` (299).
-pub fn overflows_needed() -> u64 {
-    crate::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
-}
-
-/// Why the judged stream itself makes a run inconclusive (the same words
-/// for a run and for its replay).
-pub fn stream_reasons(
-    i: &InterruptTotals,
-    d: &DeliveryTotals,
-    expected_coincidences: f64,
-    software: bool,
-) -> Vec<String> {
-    let mut reasons = Vec::new();
-    let needed = overflows_needed();
-    if i.dropped == 0 && i.overflows < needed {
-        reasons.push(format!(
-            "not enough overflows: {} measured, {needed} needed to bound the dropped rate below {MIN_EVIDENCE_RATE} at {:.0}% confidence; run longer",
-            i.overflows,
-            CONFIDENCE * 100.0
-        ));
-    }
-    if i.ambiguous > 0 {
-        reasons.push(format!(
-            "{} {} fit both a lost interrupt and one a period late (chance coincidences expected: {:.2}); not counted as dropped",
-            i.ambiguous,
-            plural(i.ambiguous, "overflow", "overflows"),
-            expected_coincidences
-        ));
-    }
-    let counts = [
-        (
-            i.unexplained,
-            "kernel sample records fit no driver behaviour (see the unexplained anomalies)",
-        ),
-        (
-            // A software clock loses no interrupt a hole could hide.
-            if software { 0 } else { i.lost_records },
-            "kernel records were lost from the sample ring (LOST records)",
-        ),
-        (
-            d.unmatched,
-            "overflow signals had no interrupt of their own",
-        ),
-        (
-            d.wrong_thread,
-            "overflow signals landed on the wrong thread",
-        ),
-        (d.read_failures, "counter reads failed in the handler"),
-    ];
-    for (n, what) in counts {
-        if n > 0 {
-            reasons.push(format!("{n} {what}"));
-        }
-    }
-    reasons
 }
 
 /// "every 97th", "every 2nd".
@@ -650,40 +358,4 @@ fn ordinal(n: u64) -> String {
         _ => "th",
     };
     format!("{n}{suffix}")
-}
-
-fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
-    if n == 1 { one } else { many }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reasons(overflows: u64, dropped: u64) -> Vec<String> {
-        let i = InterruptTotals {
-            overflows,
-            dropped,
-            samples: overflows - dropped,
-            on_time: overflows - dropped,
-            ..InterruptTotals::default()
-        };
-        stream_reasons(&i, &DeliveryTotals::default(), 0.0, true)
-    }
-
-    /// 0.99^299 = 0.0495 <= 0.05 < 0.99^298: 299 overflows without a drop
-    /// bound the rate below 1% at 95%, 298 do not.
-    #[test]
-    fn a_clean_verdict_needs_299_overflows() {
-        assert_eq!(overflows_needed(), 299);
-        assert_eq!(
-            reasons(298, 0),
-            [
-                "not enough overflows: 298 measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer"
-            ]
-        );
-        assert!(reasons(299, 0).is_empty());
-        // A drop is a drop however short the run.
-        assert!(reasons(9, 1).is_empty());
-    }
 }

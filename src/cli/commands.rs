@@ -1,0 +1,556 @@
+/*!
+What each subcommand does, from its validated arguments to its exit status:
+`run` measures (config, engine, judge, the results directory, the console),
+`env` prints the fingerprint, `report`, `compare`, `plot` and `replay` read
+results directories back, `completions` and `man` print from the clap
+definitions. Exit statuses follow `git bisect run`: 0 good, 1 bad (dropped
+interrupts), 2 usage, 125 cannot test here.
+*/
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::cli::console;
+use crate::cli::validate::ConfigError;
+use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs};
+use crate::config::RunConfig;
+use crate::config::event;
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat};
+use crate::engine::{kernel, run};
+use crate::evidence::compare::{self, Group};
+use crate::evidence::loaded_run::{self, LoadedRun};
+use crate::evidence::report;
+use crate::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
+use crate::evidence::results_dir::{OutError, ResultsDir};
+use crate::fingerprint::Fingerprint;
+use crate::judge::{Anomaly, ClosedWindow, Observation};
+
+/// Prints to stdout (control characters escaped), ignoring a closed pipe
+/// (`pmustress run | head`): a reader that went away must not cost us the
+/// results file.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let line = format!($($arg)*);
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "{}",
+            crate::evidence::report::escape_controls(&line)
+        );
+    }};
+}
+
+/// Appends a line to a command's output.
+macro_rules! put {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// Writes a command's whole output and returns `status`: a failed write (a
+/// full disk, /dev/full) is one line and 125, never a lost output with 0.
+/// A reader that went away (`| head`) took what it wanted: not an error.
+pub fn emit(text: &str, status: i32) -> i32 {
+    emit_bytes(report::escape_controls(text).as_bytes(), status)
+}
+
+pub fn emit_bytes(bytes: &[u8], status: i32) -> i32 {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("pmustress: cannot write the output: {e}");
+            EXIT_CANNOT_TEST
+        }
+        _ => status,
+    }
+}
+
+/// Runs one subcommand and returns its exit status.
+pub fn dispatch(command: Command) -> i32 {
+    match command {
+        Command::Run(args) => run_command(&args),
+        Command::Env(args) => env_command(&args),
+        Command::Report(args) => report_command(&args),
+        Command::Compare(args) => compare_command(&args),
+        Command::Plot(args) => plot_command(&args),
+        Command::Replay(args) => replay_command(&args),
+        Command::Completions { shell } => {
+            // Rendered first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            crate::cli::manual::completions(shell, &mut script);
+            emit_bytes(&script, 0)
+        }
+        Command::Man => man_command(),
+    }
+}
+
+/// `pmustress replay`: the judgement of a recorded stream, again.
+fn replay_command(args: &ReplayArgs) -> i32 {
+    use crate::domain::RearmMode;
+    use crate::evidence::replay;
+    use crate::judge::JudgeConfig;
+    if args.path.is_dir() {
+        // A run.json that is not a run is the argument's fault (2), as in
+        // report; a stream that cannot be judged is 125.
+        if let Err(e) = crate::evidence::runfile::read(&args.path) {
+            eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
+            return EXIT_USAGE;
+        }
+        let r = match replay::replay_dir(&args.path) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
+                return EXIT_CANNOT_TEST;
+            }
+        };
+        let mut out = String::new();
+        if args.format == OutputFormat::Json {
+            let json = serde_json::json!({
+                "replayed": r.replayed,
+                "truncated": r.truncated,
+                "differences": r.differences,
+                "run_verdict": r.run_verdict,
+                "verdict": r.verdict,
+                "exit_status": r.exit_status,
+            });
+            put!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&json).unwrap_or_default()
+            );
+        } else {
+            put!(out, "{}", replay::summary(&r.replayed).trim_end());
+            if let Some(t) = &r.truncated {
+                put!(out, "note: the stream ends early ({t}): judged up to there");
+            }
+            if r.differences.is_empty() {
+                put!(
+                    out,
+                    "replay: the same totals as run.json (run verdict {}, exit {})",
+                    r.run_verdict,
+                    r.run_exit_status.map_or("-".to_string(), |s| s.to_string())
+                );
+            }
+            for (field, run, replayed) in &r.differences {
+                put!(
+                    out,
+                    "replay differs: {field}: run.json {run}, replay {replayed}"
+                );
+            }
+            put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
+        }
+        let status = if r.differences.is_empty() {
+            r.exit_status
+        } else {
+            EXIT_CANNOT_TEST
+        };
+        return emit(&out, status);
+    }
+    let Some(period) = args.period else {
+        eprintln!(
+            "error: --period: replaying a bare stream ({}) needs its period, e.g. --period 100000 (or give a results directory)",
+            args.path.display()
+        );
+        return EXIT_USAGE;
+    };
+    let cfg = JudgeConfig {
+        software: args.software,
+        include_kernel: args.include_kernel,
+        inject_drop_every: args.inject_drop_every.unwrap_or(0),
+        ..JudgeConfig::new(
+            period,
+            args.skid.unwrap_or(0),
+            args.interrupt_skid.unwrap_or(0),
+            args.mode.unwrap_or(RearmMode::Free),
+        )
+    };
+    let stream = match replay::read_stream(&args.path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
+            return EXIT_CANNOT_TEST;
+        }
+    };
+    let r = replay::judge(&stream.rows, cfg);
+    let mut out = String::new();
+    if args.format == OutputFormat::Json {
+        put!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&r).unwrap_or_default()
+        );
+    } else {
+        put!(out, "{}", replay::summary(&r).trim_end());
+        if let Some(t) = &stream.truncated {
+            put!(out, "note: the stream ends early ({t}): judged up to there");
+        }
+        put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
+    }
+    emit(&out, r.exit_status)
+}
+
+fn env_command(args: &EnvArgs) -> i32 {
+    if !args.root.is_dir() {
+        eprintln!("error: --root: {} is not a directory", args.root.display());
+        return EXIT_USAGE;
+    }
+    let fp = Fingerprint::collect(&args.root);
+    let mut out = String::new();
+    if args.json {
+        match serde_json::to_string_pretty(&fp) {
+            Ok(s) => put!(out, "{s}"),
+            Err(e) => {
+                eprintln!("error: serialising the fingerprint: {e}");
+                return EXIT_CANNOT_TEST;
+            }
+        }
+    } else {
+        put!(out, "{fp}");
+    }
+    emit(&out, 0)
+}
+
+/// Loads each argument's runs; an error names the argument (`names[i]`,
+/// e.g. "<DIR>", or the last name for all the rest) and the file.
+fn load_groups(dirs: &[std::path::PathBuf], names: &[&str]) -> anyhow::Result<Vec<Vec<LoadedRun>>> {
+    use anyhow::Context as _;
+    dirs.iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let name = names.get(i).or(names.last()).copied().unwrap_or("<DIR>");
+            loaded_run::expand(std::slice::from_ref(dir))
+                .and_then(|mut groups| {
+                    groups
+                        .pop()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|d| LoadedRun::load(d))
+                        .collect()
+                })
+                .with_context(|| name.to_string())
+        })
+        .collect()
+}
+
+fn report_command(args: &ReportArgs) -> i32 {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
+        Ok(groups) => groups.into_iter().flatten().collect(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut out = String::new();
+    match args.format {
+        OutputFormat::Json => {
+            let all: Vec<_> = runs.iter().map(report::summary).collect();
+            match serde_json::to_string_pretty(&all) {
+                Ok(s) => put!(out, "{s}"),
+                Err(e) => {
+                    eprintln!("error: serialising the report: {e}");
+                    return EXIT_CANNOT_TEST;
+                }
+            }
+        }
+        format => put!(
+            out,
+            "{}",
+            report::report(&runs, format, args.anomalies).trim_end()
+        ),
+    }
+    // A run without a verdict is evidence, not a result: a script that
+    // reads "0" as "all reported runs finished" must not be misled.
+    let status = match runs.iter().find(|r| !r.run.finished()) {
+        Some(r) => {
+            eprintln!(
+                "pmustress: {} did not finish (verdict incomplete): it has no verdict",
+                r.dir.display()
+            );
+            EXIT_CANNOT_TEST
+        }
+        None => 0,
+    };
+    emit(&out, status)
+}
+
+fn compare_command(args: &CompareArgs) -> i32 {
+    let groups = match load_groups(&[args.a.clone(), args.b.clone()], &["<A>", "<B>"]) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    // A killed run's counts are unknown, not zero.
+    if let Some(r) = groups.iter().flatten().find(|r| !r.run.finished()) {
+        eprintln!(
+            "pmustress: cannot compare: {} did not finish (verdict incomplete), so its counts are unknown; leave it out",
+            r.dir.display()
+        );
+        return EXIT_CANNOT_TEST;
+    }
+    let (a, b) = match (
+        Group::of(args.a.display().to_string(), &groups[0]),
+        Group::of(args.b.display().to_string(), &groups[1]),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut out = String::new();
+    match args.format {
+        OutputFormat::Json => {
+            let p = compare::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
+            let side = |g: &Group| {
+                serde_json::json!({
+                    "label": g.label, "runs": g.runs, "overflows": g.overflows,
+                    "dropped": g.dropped, "injected": g.injected,
+                    "rate": crate::judge::stats::Rate::new(g.dropped, g.overflows, crate::domain::CONFIDENCE),
+                })
+            };
+            let v = serde_json::json!({
+                "a": side(&a), "b": side(&b), "p_value": p,
+                "test": "exact conditional binomial test, two-sided",
+            });
+            put!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            );
+        }
+        _ => put!(out, "{}", compare::compare(&a, &b).trim_end()),
+    }
+    emit(&out, 0)
+}
+
+fn plot_command(args: &PlotArgs) -> i32 {
+    let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
+        Ok(groups) => groups.into_iter().flatten().collect(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    match crate::evidence::plot::render(&runs, &args.output) {
+        Ok(()) => 0,
+        Err(e) => {
+            // A full disk is this machine's state, not a wrong -o.
+            let full = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                    matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+                })
+            });
+            if full {
+                eprintln!(
+                    "pmustress: cannot write -o {}: {e:#}: free some space or choose another place; nothing was left behind",
+                    args.output.path.display()
+                );
+                EXIT_CANNOT_TEST
+            } else {
+                eprintln!(
+                    "error: -o {}: {e:#}; choose a path you can write to",
+                    args.output.path.display()
+                );
+                EXIT_USAGE
+            }
+        }
+    }
+}
+
+fn man_command() -> i32 {
+    let mut page = Vec::new();
+    if let Err(e) = crate::cli::manual::man_page(&mut page) {
+        eprintln!("error: rendering the man page: {e}");
+        return EXIT_CANNOT_TEST;
+    }
+    emit_bytes(&page, 0)
+}
+
+/// Console output, the results directory, and the anomalies kept for
+/// run.json.
+struct Collect {
+    console: console::Console,
+    files: ResultsDir,
+    anomalies: Vec<Anomaly>,
+    not_recorded: u64,
+}
+
+impl run::Observer for Collect {
+    fn observation(&mut self, worker: usize, o: &Observation) {
+        self.files.record_observation(worker, o);
+    }
+
+    fn window(&mut self, w: &ClosedWindow) {
+        self.files.record_window(w);
+    }
+
+    fn tick(&mut self, now_ns: u64) {
+        self.files.tick(now_ns);
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.files.failure()
+    }
+
+    fn anomaly(&mut self, a: &Anomaly) {
+        self.console.anomaly(a);
+        self.files.record_anomaly(a);
+        if self.anomalies.len() < MAX_RECORDED_ANOMALIES {
+            self.anomalies.push(a.clone());
+        } else {
+            self.not_recorded += 1;
+        }
+    }
+
+    fn progress(&mut self, p: &run::Progress) {
+        self.console.progress(p);
+    }
+}
+
+fn run_command(args: &RunArgs) -> i32 {
+    // The first SIGINT, SIGTERM, SIGHUP (the terminal or SSH session went
+    // away), SIGQUIT or SIGPIPE (our reader went away) stops the run and
+    // keeps what was measured: final run.json, verdict, exit 128 + N. A
+    // second one exits at once (not SIGPIPE: every later write to a closed
+    // pipe raises another). A SIGHUP ignored when we start (nohup) stays
+    // ignored.
+    let mut stops: Vec<(i32, Arc<AtomicBool>)> = Vec::new();
+    for sig in [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGPIPE,
+    ] {
+        if sig == libc::SIGHUP && crate::engine::signal::is_ignored(sig) {
+            continue;
+        }
+        let flag = Arc::new(AtomicBool::new(false));
+        let second = if sig == libc::SIGPIPE {
+            Ok(())
+        } else {
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&flag))
+                .map(drop)
+        };
+        let registered = second.and_then(|()| signal_hook::flag::register(sig, Arc::clone(&flag)));
+        if let Err(e) = registered {
+            eprintln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
+            return EXIT_CANNOT_TEST;
+        }
+        stops.push((sig, flag));
+    }
+    let allowed = match kernel::allowed_cpus() {
+        Ok(cpus) => cpus,
+        Err(e) => {
+            eprintln!("pmustress: cannot test here: sched_getaffinity failed: {e}");
+            return EXIT_CANNOT_TEST;
+        }
+    };
+    let fingerprint = Fingerprint::collect(Path::new("/"));
+    let platform = event::Platform::from_fingerprint(&fingerprint);
+    let mut cfg = match RunConfig::from_args(args, &allowed, &platform) {
+        Ok(cfg) => cfg,
+        Err(e @ ConfigError::Usage { .. }) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+        Err(e @ ConfigError::CannotTest(_)) => {
+            eprintln!("pmustress: {e}");
+            return EXIT_CANNOT_TEST;
+        }
+    };
+
+    match crate::engine::sigqueue::check_live(cfg.workers) {
+        crate::engine::sigqueue::Check::Refuse(msg) => {
+            eprintln!("pmustress: cannot test here: {msg}");
+            return EXIT_CANNOT_TEST;
+        }
+        crate::engine::sigqueue::Check::Warn(msg) => eprintln!("warning: {msg}"),
+        crate::engine::sigqueue::Check::Ok => {}
+    }
+
+    let stop_signal = || {
+        stops
+            .iter()
+            .find(|(_, flag)| flag.load(Ordering::Relaxed))
+            .map(|(sig, _)| *sig)
+    };
+
+    let argv: Vec<String> = std::env::args().collect();
+    let files = match ResultsDir::create(&mut cfg, &argv) {
+        Ok(files) => files,
+        Err(e @ OutError::Usage(_)) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+        Err(e @ OutError::CannotTest(_)) => {
+            eprintln!("pmustress: cannot test here: {e}");
+            return EXIT_CANNOT_TEST;
+        }
+    };
+    let cfg = cfg;
+    say!("{}", fingerprint.verdict_line());
+    say!("{}", console::banner(&cfg));
+    if let Some(b) = &cfg.bisect {
+        say!(
+            "bisect: zero dropped interrupts in {} overflows will show the rate is below {:.3} per million at {} confidence ({}); the run stops as bad at the first dropped interrupt",
+            b.overflows_needed,
+            b.bad_rate * 1e6,
+            b.confidence,
+            b.bad_rate_source
+        );
+    }
+    let mut collect = Collect {
+        console: console::Console::new(cfg.max_anomaly_lines),
+        files,
+        anomalies: Vec::new(),
+        not_recorded: 0,
+    };
+    let record = match run::run(&cfg, &stop_signal, &mut collect) {
+        Ok(record) => record,
+        Err(e) => {
+            collect.console.clear_progress();
+            let cause = format!("{e:#}");
+            eprintln!("pmustress: cannot test here: {cause}");
+            if let Err(e) = collect.files.abandon(&cfg, &argv, &cause) {
+                eprintln!(
+                    "pmustress: could not record the cause in {}: {e:#}",
+                    cfg.out.display()
+                );
+            }
+            return EXIT_CANNOT_TEST;
+        }
+    };
+    collect.console.clear_progress();
+    let mut results = RunResults::new(
+        &cfg,
+        argv,
+        &fingerprint,
+        &record,
+        collect.anomalies,
+        collect.not_recorded,
+    );
+    // Saved first, printed second: the verdict printed is the one on disk
+    // and the exit status (a file cut short makes "clean" inconclusive, in
+    // run.json too). Should run.json itself fail, it stays "incomplete"
+    // and the status is not 0 either.
+    let saved = collect.files.finish(kernel::monotonic_ns(), &mut results);
+    if let Err(e) = &saved {
+        results.mark_unsaved(crate::evidence::results_dir::unsaved(&cfg.out, e));
+    }
+    say!("{}", console::summary(&results).trim_end());
+    if let Err(e) = saved {
+        eprintln!(
+            "pmustress: could not save all results in {}: {e:#}",
+            cfg.out.display()
+        );
+        return results.exit_status;
+    }
+    say!("results: {}", cfg.out.display());
+    results.exit_status
+}

@@ -1,0 +1,94 @@
+/*!
+What a run is asked to do, as data: `RunConfig` (one run, validated, as the
+engine takes it and run.json records it) and `event` (what `--event` means
+on this machine). `cli::validate` builds a `RunConfig` from the command line
+and is the only place that checks one; the engine and the evidence only read
+it. Nothing here makes a syscall.
+*/
+
+pub mod event;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::config::event::ResolvedEvent;
+use crate::domain::{MigrateMode, RearmMode, SwitchWitness};
+use crate::judge::JudgeConfig;
+
+/// Bisect mode: how many overflows without a drop make a "good".
+#[derive(Debug, Clone, Serialize)]
+pub struct Bisect {
+    /// Dropped interrupts per overflow that a bad kernel shows.
+    pub bad_rate: f64,
+    /// Where the bad rate came from (--bad-rate, or the baseline run).
+    pub bad_rate_source: String,
+    pub confidence: f64,
+    /// Overflows needed: zero drops in this many bound the rate below
+    /// `bad_rate` at `confidence` (one-sided).
+    pub overflows_needed: u64,
+}
+
+/// Everything a run needs, validated; recorded verbatim in the results.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    pub event: ResolvedEvent,
+    pub period: u64,
+    pub skid: u64,
+    /// Where the skid came from: "--skid", the CPU table, or period/4.
+    pub skid_source: String,
+    /// How far past its overflow an interrupt (a sample's count) may land
+    /// and still be on time: `--skid` when given, else the CPU table's.
+    pub interrupt_skid: u64,
+    pub workers: usize,
+    pub cpus: Vec<usize>,
+    pub migrate: MigrateMode,
+    pub migrate_interval_ns: u64,
+    /// Seed of the random migration pattern, so it can be replayed.
+    pub migrate_seed: u64,
+    pub duration_ns: Option<u64>,
+    pub interrupts_per_worker: Option<u64>,
+    pub stop_after_anomalies: Option<u64>,
+    /// Bisect mode: the plan, when asked for.
+    pub bisect: Option<Bisect>,
+    pub include_kernel: bool,
+    /// The PMU interrupt is an ordinary IRQ (arm64 without pseudo-NMI): an
+    /// overflow pending at a context switch is lost there, never taken
+    /// before the stop.
+    pub pmu_irq_maskable: bool,
+    /// What the run asked for; each worker records what it got.
+    pub switch_witness: SwitchWitness,
+    pub mode: RearmMode,
+    pub inject_drop_every: Option<u64>,
+    pub watchdog_ns: u64,
+    /// Results directory (`--out`, or the default under results/, with a
+    /// suffix if another run took that name first).
+    pub out: PathBuf,
+    /// Whether `out` came from `--out` (else it is a default name).
+    #[serde(skip)]
+    pub out_given: bool,
+    pub raw: bool,
+    /// `--replace`: an `--out` that holds a run may be overwritten.
+    pub replace: bool,
+    pub max_anomaly_lines: u64,
+}
+
+/// Taskset-style rendering of a run's CPU set (0-3,8).
+pub fn format_cpus(cpus: &[usize]) -> String {
+    let cpus: Vec<u32> = cpus.iter().map(|&c| c as u32).collect();
+    crate::fingerprint::cpu::format_cpu_list(&cpus)
+}
+
+impl RunConfig {
+    /// What the judge needs to know of this run (recorded in run.json, so
+    /// `pmustress replay` judges its stream the same way).
+    pub fn judge_config(&self) -> JudgeConfig {
+        JudgeConfig {
+            software: self.event.software,
+            include_kernel: self.include_kernel,
+            irq_masked_at_stops: self.pmu_irq_maskable && !self.event.software,
+            inject_drop_every: self.inject_drop_every.unwrap_or(0),
+            ..JudgeConfig::new(self.period, self.skid, self.interrupt_skid, self.mode)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+/*!
+The words every layer shares, and nothing else: the migration pattern, the
+re-arm mode, the switch witness, the output format of the commands that read
+results back, the exit statuses, the confidence of the reported intervals,
+the run.json schema version and why a run stopped.
+
+This module imports nothing of the crate, so any module may import it
+without making a cycle. The flags' enums derive clap's `ValueEnum` here
+rather than through a newtype in `cli`: their doc comments are the `--help`
+text of the flags that take them, and the derive adds no crate import.
+*/
+
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+
+/// run.json's `schema_version` (the fingerprint inside it has its own).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Exit statuses, for `git bisect run` among others.
+pub const EXIT_CLEAN: i32 = 0;
+pub const EXIT_DROPPED: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_CANNOT_TEST: i32 = 125;
+
+/// Confidence of the intervals reported with rates.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// How the migrator moves workers between the CPUs of the set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigrateMode {
+    /// Pin each worker and never move it.
+    None,
+    /// Bounce each worker between two CPUs of the set.
+    PingPong,
+    /// Move each worker to the next CPU of the set in turn.
+    RoundRobin,
+    /// Move each worker to a random other CPU of the set.
+    Random,
+}
+
+/// How event stops (context switches) are witnessed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchWitness {
+    /// counts for a hardware event, falling back to times where the kernel
+    /// forbids counts; none for a software clock (its judge needs no stops).
+    Auto,
+    /// A context-switch event in the overflow event's group samples the
+    /// event's count at every switch-out: drops are then judged exactly
+    /// (needs perf_event_paranoid <= 1 or CAP_PERFMON).
+    Counts,
+    /// PERF_RECORD_SWITCH: the time of every switch-out, not the count.
+    Times,
+    /// No witness: a gap across an unwitnessed stop may be ambiguous.
+    None,
+}
+
+/// How the counter is re-armed between overflows (`--mode`): what the
+/// worker does after each signal, and so which rules the judge replays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RearmMode {
+    /// One fixed sample_period; deltas are differences of read() values.
+    Free,
+    /// rr-style: DISABLE, RESET, PERIOD, ENABLE after every signal; the read
+    /// value is the delta.
+    Reset,
+}
+
+/// How `report`, `compare` and `replay` print (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Markdown,
+    Json,
+}
+
+/// Why the run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    Duration,
+    Interrupts,
+    Anomalies,
+    /// SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGPIPE (the signal number).
+    Signal(i32),
+    /// Every worker stopped on its own (watchdog or setup).
+    WorkersGone,
+    /// Results could not be written any more (the reason).
+    OutputFailed(String),
+    /// Bisect mode: enough overflows without a drop.
+    BisectGood,
+    /// Bisect mode: the first dropped interrupt.
+    BisectBad,
+}

@@ -1,0 +1,21 @@
+/*!
+The engine: everything that runs a measurement and talks to the kernel.
+
+It is given a `config::RunConfig` (built and checked by `cli::validate`).
+
+`run` is the run loop: it starts one `worker` per CPU and the `migrator`,
+drains the `signal` rings and the kernel's sample rings (`sample`) into one
+observation stream per worker, and hands it to the judge. `kernel` is the
+seam every syscall goes through (`kernel::Real`, and `kernel::fake` for
+tests); `ring` is the lock-free ring the signal handler writes; `sigqueue`
+checks the per-user signal queue before a run.
+*/
+
+pub mod kernel;
+pub mod migrator;
+pub mod ring;
+pub mod run;
+pub mod sample;
+pub mod signal;
+pub mod sigqueue;
+pub mod worker;

@@ -1,0 +1,316 @@
+/*!
+Reading a results directory back, as written by `results_dir`: run.json
+(through `runfile`, which refuses anything pmustress does not write), the
+per-worker histogram logs (merged into one histogram of deltas) and
+anomalies.csv (counted by kind, the first rows kept). `report`, `compare`,
+`plot` and `--baseline` all start from a `LoadedRun`.
+*/
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use serde_json::Value;
+
+use crate::evidence::runfile::RunFile;
+
+/// At most this many anomalies.csv rows are kept in memory (all are
+/// counted): report shows the first few, plot draws these.
+pub const MAX_ANOMALY_ROWS: usize = 100_000;
+
+/// One results directory, loaded.
+pub struct LoadedRun {
+    pub dir: PathBuf,
+    /// run.json, typed and checked.
+    pub run: RunFile,
+    /// All deltas of all workers, from the histogram logs.
+    pub deltas: Histogram<u64>,
+    /// anomalies.csv rows as (header, values): the first `MAX_ANOMALY_ROWS`,
+    /// and none when the file contradicts run.json.
+    pub anomaly_header: Vec<String>,
+    pub anomaly_rows: Vec<Vec<String>>,
+    /// Rows in anomalies.csv.
+    pub anomaly_count: u64,
+    /// Why anomalies.csv's rows are not shown, if they are not.
+    pub anomalies_note: Option<String>,
+}
+
+impl LoadedRun {
+    pub fn load(dir: &Path) -> Result<LoadedRun> {
+        let run = crate::evidence::runfile::read(dir)?;
+        let mut deltas = Histogram::<u64>::new(3).context("creating a histogram")?;
+        let mut hlogs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("listing {}", dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "hlog"))
+            .collect();
+        hlogs.sort();
+        for log in &hlogs {
+            merge_log(log, &mut deltas)?;
+        }
+        let anomalies = read_anomalies(&dir.join("anomalies.csv"))?;
+        let mut loaded = LoadedRun {
+            dir: dir.to_path_buf(),
+            run,
+            deltas,
+            anomaly_header: anomalies.header,
+            anomaly_rows: anomalies.rows,
+            anomaly_count: anomalies.count,
+            anomalies_note: None,
+        };
+        // run.json is the record: rows it does not count are not shown as
+        // this run's (a file cut short by a full disk may hold fewer).
+        if let Some(t) = &loaded.run.totals {
+            let partial = loaded
+                .run
+                .partial_files
+                .iter()
+                .any(|f| f == "anomalies.csv");
+            let fits = anomalies.by_kind.iter().all(|(k, n)| {
+                let counted = t.anomalies.get(k).copied().unwrap_or(0);
+                if partial {
+                    *n <= counted
+                } else {
+                    *n == counted
+                }
+            }) && (partial
+                || t.anomalies
+                    .iter()
+                    .all(|(k, n)| anomalies.by_kind.get(k) == Some(n)));
+            if !fits {
+                loaded.anomalies_note = Some(format!(
+                    "anomalies.csv does not match run.json ({} rows; run.json counts {}): its rows are not shown",
+                    loaded.anomaly_count,
+                    t.anomalies.values().sum::<u64>()
+                ));
+                loaded.anomaly_rows.clear();
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Overflows accounted for; 0 for a run that did not finish (which
+    /// `compare` refuses and `report` shows without rates).
+    pub fn overflows(&self) -> u64 {
+        self.run
+            .totals
+            .as_ref()
+            .map_or(0, |t| t.accounted_overflows)
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.run.totals.as_ref().map_or(0, |t| t.dropped_interrupts)
+    }
+
+    pub fn verdict(&self) -> &'static str {
+        crate::evidence::runfile::verdict_name(self.run.verdict)
+    }
+
+    /// "exit 1", or "no exit status" for a run that did not finish.
+    pub fn exit_text(&self) -> String {
+        match self.run.exit_status {
+            Some(s) if self.run.finished() => format!("exit {s}"),
+            Some(s) => format!("did not start, exit {s}"),
+            None => "did not finish, no exit status".to_string(),
+        }
+    }
+
+    pub fn period(&self) -> u64 {
+        self.run.config.period
+    }
+
+    /// A string from the free-form fingerprint.
+    pub(super) fn fingerprint_str(&self, pointer: &str) -> Option<&str> {
+        self.run
+            .fingerprint
+            .pointer(pointer)
+            .and_then(Value::as_str)
+    }
+
+    /// The exact command, shell-quoted where needed.
+    pub fn command(&self) -> String {
+        self.command_words().join(" ")
+    }
+
+    /// The command's words, each shell-quoted.
+    pub(super) fn command_words(&self) -> Vec<String> {
+        let mut argv: Vec<String> = self.run.argv.iter().map(|a| shell_quote(a)).collect();
+        if let Some(first) = argv.first_mut() {
+            // The path the binary had on that machine says nothing here.
+            *first = "pmustress".to_string();
+        }
+        argv
+    }
+}
+
+/// One argument as a shell word: bare when safe, else in single quotes,
+/// or in bash's $'...' with escapes when it holds control characters (so
+/// the command is copied exactly and no terminal sequence is printed).
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        s.to_string()
+    } else if s.chars().any(char::is_control) {
+        let mut q = String::from("$'");
+        for c in s.chars() {
+            match c {
+                '\\' => q.push_str("\\\\"),
+                '\'' => q.push_str("\\'"),
+                c if c.is_control() && (c as u32) < 0x80 => {
+                    let _ = write!(q, "\\x{:02x}", c as u32);
+                }
+                c if c.is_control() => {
+                    let _ = write!(q, "\\u{:04x}", c as u32);
+                }
+                c => q.push(c),
+            }
+        }
+        q.push('\'');
+        q
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The longest line read from a histogram log: an interval is a few KiB.
+const MAX_HLOG_LINE: u64 = 4 << 20;
+
+/// Adds every interval of one HdrHistogram log to `into`, a line at a time
+/// (a long run's log is never held whole).
+pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
+    use std::io::BufRead as _;
+    let (file, _) = crate::evidence::runfile::open_regular(path)?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    let mut de = Deserializer::new();
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_HLOG_LINE)
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if n as u64 == MAX_HLOG_LINE && line.last() != Some(&b'\n') {
+            bail!(
+                "{}: a line longer than {MAX_HLOG_LINE} bytes is not a histogram log",
+                path.display()
+            );
+        }
+        for entry in IntervalLogIterator::new(&line) {
+            let entry = entry.map_err(|e| {
+                anyhow::anyhow!("{}: bad histogram log line: {e:?}", path.display())
+            })?;
+            if let LogEntry::Interval(ilh) = entry {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(ilh.encoded_histogram())
+                    .with_context(|| format!("{}: bad base64 in an interval", path.display()))?;
+                let h: Histogram<u64> = de
+                    .deserialize(&mut &raw[..])
+                    .map_err(|e| anyhow::anyhow!("{}: bad histogram: {e:?}", path.display()))?;
+                into.add(&h)
+                    .map_err(|e| anyhow::anyhow!("{}: cannot merge: {e:?}", path.display()))?;
+            }
+        }
+    }
+}
+
+struct Anomalies {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    count: u64,
+    by_kind: BTreeMap<String, u64>,
+}
+
+/// anomalies.csv, streamed: every row counted by kind, the first
+/// `MAX_ANOMALY_ROWS` kept. A missing file is no rows; a FIFO or a bad
+/// row is an error.
+fn read_anomalies(path: &Path) -> Result<Anomalies> {
+    let mut out = Anomalies {
+        header: Vec::new(),
+        rows: Vec::new(),
+        count: 0,
+        by_kind: BTreeMap::new(),
+    };
+    if !path.exists() {
+        return Ok(out);
+    }
+    let (file, _) = crate::evidence::runfile::open_regular(path)?;
+    let mut r = csv::Reader::from_reader(std::io::BufReader::new(file));
+    out.header = r
+        .headers()
+        .with_context(|| format!("reading {}", path.display()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let kind = out.header.iter().position(|h| h == "kind");
+    let mut record = csv::StringRecord::new();
+    while r
+        .read_record(&mut record)
+        .with_context(|| format!("reading {}", path.display()))?
+    {
+        out.count += 1;
+        if let Some(k) = kind.and_then(|i| record.get(i)) {
+            *out.by_kind.entry(k.to_string()).or_insert(0) += 1;
+        }
+        if out.rows.len() < MAX_ANOMALY_ROWS {
+            out.rows.push(record.iter().map(str::to_string).collect());
+        }
+    }
+    Ok(out)
+}
+
+/// Expands each argument: a directory with run.json is one run; a directory
+/// without is a group whose subdirectories with run.json are its runs.
+pub fn expand(args: &[PathBuf]) -> Result<Vec<Vec<PathBuf>>> {
+    args.iter()
+        .map(|dir| {
+            if dir.join("run.json").is_file() {
+                return Ok(vec![dir.clone()]);
+            }
+            let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
+                .with_context(|| {
+                    format!(
+                        "{} is neither a results directory nor a group of them",
+                        dir.display()
+                    )
+                })?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("run.json").is_file())
+                .collect();
+            runs.sort();
+            if runs.is_empty() {
+                bail!(
+                    "{} has no run.json, nor subdirectories with one",
+                    dir.display()
+                );
+            }
+            Ok(runs)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("--period"), "--period");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("\u{1b}[31m'\\"), "$'\\x1b[31m\\'\\\\'");
+        assert_eq!(shell_quote("a\u{9b}b"), "$'a\\u009bb'");
+    }
+}

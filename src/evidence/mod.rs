@@ -1,0 +1,23 @@
+/*!
+Evidence: what a run leaves behind, and everything that reads it back.
+
+`results` is the run.json schema; `verdict` builds it from what the engine
+recorded, with the verdict rule; `results_dir` writes
+a run's directory (run.json, raw.csv.gz, anomalies.csv, histogram logs) as
+the run goes; `runfile` reads run.json back, refusing anything pmustress
+does not write, and `loaded_run` the whole directory; `report` is
+`pmustress report`, `compare` is `pmustress compare`; `plot` is
+`pmustress plot`; `replay` judges a saved stream again; `accounting` is the
+lines both the end of a run and a replay print.
+*/
+
+pub mod accounting;
+pub mod compare;
+pub mod loaded_run;
+pub mod plot;
+pub mod replay;
+pub mod report;
+pub mod results;
+pub mod results_dir;
+pub mod runfile;
+pub mod verdict;

@@ -1,0 +1,442 @@
+/*!
+`pmustress report`: one or more runs (`LoadedRun`) as text, markdown or
+JSON. The text form fits a mailing list: at most 72 columns, no colour, the
+command to reproduce, the machine, the pseudo-NMI verdict with its evidence,
+rates with exact confidence intervals, a histogram of delta/period and the
+first anomalies.
+*/
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::domain::OutputFormat;
+use crate::evidence::loaded_run::LoadedRun;
+use crate::judge::stats::Rate;
+
+pub const WIDTH: usize = 72;
+
+/// `text` with every control character but newline and tab written as
+/// \u00XX, so nothing read from a run.json, anomalies.csv or a --root
+/// tree can move the cursor, retitle the terminal or overwrite a line
+/// (a carriage return) where it is printed. JSON stays valid: serde_json
+/// escapes the ones below 0x20 itself, and \u007f is a JSON escape.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.contains(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if bad(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// "reproduce: <command>", wrapped only between arguments, each line but
+/// the last ending in " \\": copied as it is, it is the command.
+fn reproduce_lines(out: &mut String, argv: &[String]) {
+    let mut line = String::from("reproduce:");
+    for word in argv {
+        if line.len() + 1 + word.len() + 2 > WIDTH && line.contains(' ') {
+            let _ = writeln!(out, "{line} \\");
+            line = String::from("   ");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    let _ = writeln!(out, "{line}");
+}
+
+pub(super) fn wrap_into(out: &mut String, text: &str, indent: &str) {
+    let opts = textwrap::Options::new(WIDTH)
+        .initial_indent(indent)
+        .subsequent_indent("    ")
+        .break_words(true);
+    for line in textwrap::wrap(text, opts) {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+fn machine_line(r: &LoadedRun) -> String {
+    let fp = |p: &str| r.fingerprint_str(p);
+    let mut parts = Vec::new();
+    if let Some(v) = fp("/machine/dmi/sys_vendor/value") {
+        parts.push(v.to_string());
+    }
+    if let Some(v) = fp("/machine/dmi/product_name/value") {
+        parts.push(v.to_string());
+    }
+    if let Some(v) = fp("/machine/virtualization/platform") {
+        parts.push(v.to_string());
+    }
+    let clusters = r
+        .run
+        .fingerprint
+        .pointer("/cpus/clusters")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for c in clusters {
+        let name = c
+            .pointer("/model/name")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        let cpus = c.pointer("/cpus").and_then(Value::as_str).unwrap_or("?");
+        let midr = c
+            .pointer("/id/midr")
+            .and_then(Value::as_u64)
+            .map(|m| format!(" MIDR {m:#010x}"))
+            .unwrap_or_default();
+        parts.push(format!("CPUs {cpus}: {name}{midr}"));
+    }
+    parts.join(", ")
+}
+
+fn kernel_line(r: &LoadedRun) -> String {
+    let fp = |p: &str| {
+        r.fingerprint_str(&format!("/kernel{p}/value"))
+            .unwrap_or("?")
+    };
+    format!(
+        "Linux {} {} ({})",
+        fp("/release"),
+        fp("/arch"),
+        fp("/version")
+    )
+}
+
+/// Counts of delta/period in bins of 1/`per_period` of a period: bin `i`
+/// holds the deltas that round to `i / per_period` periods, so each multiple
+/// of the period is the centre of a bin. The last bin, at `max_multiple`,
+/// also holds everything above. Empty when `period` is 0.
+pub fn delta_period_bins(
+    h: &Histogram<u64>,
+    period: u64,
+    per_period: usize,
+    max_multiple: usize,
+) -> Vec<u64> {
+    if period == 0 {
+        return Vec::new();
+    }
+    let last = per_period * max_multiple;
+    let mut bins = vec![0u64; last + 1];
+    for v in h.iter_recorded() {
+        let q = (v.value_iterated_to() as f64 / period as f64 * per_period as f64).round();
+        bins[(q as usize).min(last)] += v.count_at_value();
+    }
+    bins
+}
+
+/// delta/period in quarter-period buckets up to 4x, then everything above.
+pub fn delta_period_buckets(h: &Histogram<u64>, period: u64) -> Vec<(String, u64)> {
+    delta_period_bins(h, period, 4, 4)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, n)| *n > 0)
+        .map(|(i, n)| {
+            let label = if i == 16 {
+                ">=4.00".to_string()
+            } else {
+                format!("{:.2}", i as f64 / 4.0)
+            };
+            (label, n)
+        })
+        .collect()
+}
+
+fn histogram_block(out: &mut String, r: &LoadedRun, fence: bool) {
+    let buckets = delta_period_buckets(&r.deltas, r.period());
+    if buckets.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "delta/period, {} deltas (bars on a log scale):",
+        r.deltas.len()
+    );
+    if fence {
+        let _ = writeln!(out, "```");
+    }
+    let max = buckets.iter().map(|(_, n)| *n).max().unwrap_or(1) as f64;
+    let bar_width = 40.0;
+    for (label, n) in buckets {
+        let len = ((n as f64 + 1.0).ln() / (max + 1.0).ln() * bar_width).ceil() as usize;
+        let _ = writeln!(out, "  {label:>6} |{:<40} {n}", "#".repeat(len.max(1)));
+    }
+    if fence {
+        let _ = writeln!(out, "```");
+    }
+}
+
+pub(super) fn rate_cells(overflows: u64, dropped: u64) -> (String, String) {
+    let rate = Rate::new(dropped, overflows, crate::domain::CONFIDENCE);
+    match (
+        rate.per_million,
+        rate.ci_low_per_million,
+        rate.ci_high_per_million,
+    ) {
+        (Some(pm), Some(lo), Some(hi)) => (format!("{pm:.3}"), format!("{lo:.3}..{hi:.3}")),
+        _ => ("-".into(), "-".into()),
+    }
+}
+
+/// The `pmustress report` text or markdown.
+pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) -> String {
+    let md = format == OutputFormat::Markdown;
+    let mut s = String::new();
+    for r in runs {
+        let title = format!(
+            "{} (verdict: {}, {})",
+            r.dir.display(),
+            r.verdict(),
+            r.exit_text()
+        );
+        if md {
+            let _ = writeln!(s, "### {title}\n");
+        } else {
+            wrap_into(&mut s, &format!("== {title}"), "");
+        }
+        if r.run.is_self_test() {
+            wrap_into(
+                &mut s,
+                "SELF-TEST: drops were injected on purpose (--inject-drop-every); this run proves the detector, not the machine.",
+                "",
+            );
+        }
+        if r.run.config.event.software {
+            wrap_into(&mut s, "software event: does not test the PMU.", "");
+        }
+        wrap_into(&mut s, &format!("machine: {}", machine_line(r)), "");
+        wrap_into(&mut s, &format!("kernel: {}", kernel_line(r)), "");
+        let pnmi = r.run.pseudo_nmi.as_ref();
+        let verdict = pnmi.map_or("unknown", |p| p.verdict.as_str());
+        wrap_into(&mut s, &format!("pseudo-NMI: {verdict}"), "");
+        for e in pnmi.iter().flat_map(|p| &p.evidence).take(2) {
+            wrap_into(&mut s, &format!("evidence: {e}"), "  ");
+        }
+        let event = &r.run.config.event.description;
+        let skid = r.run.config.skid;
+        // Older results have no interrupt skid: it was the skid then.
+        let interrupt_skid = match r.run.config.interrupt_skid {
+            Some(v) if v != skid => format!(", interrupt skid {v}"),
+            _ => String::new(),
+        };
+        wrap_into(
+            &mut s,
+            &format!(
+                "event: {event}; period {}, skid {skid}{interrupt_skid}",
+                r.period(),
+            ),
+            "",
+        );
+        if md {
+            let _ = writeln!(s, "\nreproduce:\n\n```\n{}\n```\n", r.command());
+        } else {
+            reproduce_lines(&mut s, &r.command_words());
+        }
+        if let Some(cause) = &r.run.setup_failure {
+            wrap_into(&mut s, &format!("the run could not start: {cause}"), "");
+        } else if !r.run.finished() {
+            wrap_into(
+                &mut s,
+                "the run did not finish (killed, or still running): no totals and no verdict; anomalies.csv and the histogram logs hold what it saw",
+                "",
+            );
+        }
+        let secs = r.run.elapsed_ns.unwrap_or(0) as f64 / 1e9;
+        let (pm, ci) = if r.run.finished() {
+            rate_cells(r.overflows(), r.dropped())
+        } else {
+            ("-".into(), "-".into())
+        };
+        let (overflows, dropped) = match &r.run.totals {
+            Some(t) => (
+                t.accounted_overflows.to_string(),
+                t.dropped_interrupts.to_string(),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        if md {
+            let _ = writeln!(
+                s,
+                "| overflows | dropped | per million | 95% CI | seconds |"
+            );
+            let _ = writeln!(s, "|---:|---:|---:|---:|---:|");
+            let _ = writeln!(s, "| {overflows} | {dropped} | {pm} | {ci} | {secs:.1} |\n",);
+        } else {
+            let _ = writeln!(
+                s,
+                "{:>12} {:>9} {:>12} {:>22} {:>7}",
+                "overflows", "dropped", "per million", "95% CI", "seconds"
+            );
+            let _ = writeln!(
+                s,
+                "{overflows:>12} {dropped:>9} {pm:>12} {ci:>22} {secs:>7.1}",
+            );
+        }
+        if let Some(t) = r.run.totals.as_ref().filter(|t| !t.anomalies.is_empty()) {
+            let list: Vec<String> = t
+                .anomalies
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            wrap_into(&mut s, &format!("anomaly windows: {}", list.join(", ")), "");
+        }
+        for w in r
+            .run
+            .warnings
+            .iter()
+            .chain(&r.run.inconclusive_because)
+            .chain(&r.anomalies_note)
+        {
+            wrap_into(&mut s, &format!("note: {w}"), "");
+        }
+        histogram_block(&mut s, r, md);
+        if !r.anomaly_rows.is_empty() && first_anomalies > 0 {
+            let _ = writeln!(
+                s,
+                "first {} of {} anomalies:",
+                first_anomalies.min(r.anomaly_rows.len()),
+                r.anomaly_count
+            );
+            let col = |row: &Vec<String>, name: &str| {
+                r.anomaly_header
+                    .iter()
+                    .position(|h| h == name)
+                    .and_then(|i| row.get(i).cloned())
+                    .unwrap_or_default()
+            };
+            for row in r.anomaly_rows.iter().take(first_anomalies) {
+                let since = col(row, "ns_since_migration");
+                let since = since
+                    .parse::<u64>()
+                    .map(|ns| format!(", {} us after migration", ns / 1000))
+                    .unwrap_or_default();
+                let gap = col(row, "interrupt_gap");
+                let gap = if gap.is_empty() {
+                    gap
+                } else {
+                    format!(", interrupts {gap} apart")
+                };
+                let line = format!(
+                    "worker {} #{}: delta {} {} ({} missed), cpu {} -> {}{since}{gap}",
+                    col(row, "worker"),
+                    col(row, "signal_seq"),
+                    col(row, "delta"),
+                    col(row, "kind"),
+                    col(row, "overflows_missed"),
+                    col(row, "cpu_before"),
+                    col(row, "cpu_after"),
+                );
+                wrap_into(&mut s, &line, if md { "- " } else { "  " });
+            }
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// The JSON form of a report: one object per run.
+#[derive(Serialize)]
+pub struct RunSummary {
+    pub dir: String,
+    pub verdict: String,
+    /// None for a run that did not finish.
+    pub exit_status: Option<i32>,
+    pub injected: bool,
+    pub pseudo_nmi: Option<crate::evidence::runfile::PseudoNmi>,
+    pub command: String,
+    /// None (with the rate) for a run that did not finish.
+    pub overflows: Option<u64>,
+    pub dropped: Option<u64>,
+    pub rate: Option<Rate>,
+    pub setup_failure: Option<String>,
+}
+
+pub fn summary(r: &LoadedRun) -> RunSummary {
+    RunSummary {
+        dir: r.dir.display().to_string(),
+        verdict: r.verdict().to_string(),
+        exit_status: r.run.exit_status,
+        injected: r.run.is_self_test(),
+        pseudo_nmi: r.run.pseudo_nmi.clone(),
+        command: r.command(),
+        overflows: r.run.totals.as_ref().map(|t| t.accounted_overflows),
+        dropped: r.run.totals.as_ref().map(|t| t.dropped_interrupts),
+        rate: r.run.totals.as_ref().map(|t| {
+            Rate::new(
+                t.dropped_interrupts,
+                t.accounted_overflows,
+                crate::domain::CONFIDENCE,
+            )
+        }),
+        setup_failure: r.run.setup_failure.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_put_missed_overflows_at_multiples() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for _ in 0..1000 {
+            h.record(100_000).unwrap();
+        }
+        for _ in 0..7 {
+            h.record(200_000).unwrap();
+        }
+        h.record(3_000_000).unwrap();
+        let b = delta_period_buckets(&h, 100_000);
+        assert_eq!(
+            b,
+            vec![
+                ("1.00".to_string(), 1000),
+                ("2.00".to_string(), 7),
+                (">=4.00".to_string(), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("a\tb\nc"), "a\tb\nc");
+        assert_eq!(
+            escape_controls("\u{1b}]0;x\u{7}\r\u{7f}\u{9b}"),
+            "\\u001b]0;x\\u0007\\u000d\\u007f\\u009b"
+        );
+    }
+
+    #[test]
+    fn reproduce_wraps_between_words_only() {
+        let long = format!("results/{}", "x".repeat(80));
+        let argv: Vec<String> = [
+            "pmustress",
+            "run",
+            "--event",
+            "task-clock",
+            "--duration",
+            "10s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([String::from("--out"), long.clone(), String::from("--raw")])
+        .collect();
+        let mut text = String::new();
+        reproduce_lines(&mut text, &argv);
+        assert_eq!(
+            text,
+            format!(
+                "reproduce: pmustress run --event task-clock --duration 10s --out \\\n    {long} \\\n    --raw\n"
+            )
+        );
+    }
+}
