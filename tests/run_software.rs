@@ -111,8 +111,12 @@ fn task_clock_with_migration_is_clean_and_every_overflow_is_accounted_for() {
             "migrations observed between signals: {w:#}"
         );
         for kind in w["anomalies"].as_object().unwrap().keys() {
+            // A loaded machine's kernel may throttle the event (its
+            // interrupts took too long: perf_event_max_sample_rate lowered,
+            // seen at load 5.7 on 2 CPUs): reported, never a drop or a
+            // reason to doubt the run.
             assert!(
-                SOFTWARE_ONLY_KINDS.contains(&kind.as_str()),
+                SOFTWARE_ONLY_KINDS.contains(&kind.as_str()) || kind == "throttled",
                 "{kind} on a clean software run: {stdout}"
             );
         }
