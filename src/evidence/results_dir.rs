@@ -125,6 +125,38 @@ struct Incomplete<'a> {
     setup_failure: Option<String>,
 }
 
+impl<'a> Incomplete<'a> {
+    /// While the run goes on (and what a killed run leaves).
+    fn going(cfg: &'a RunConfig, argv: &'a [String], started_unix_s: u64) -> Incomplete<'a> {
+        Incomplete {
+            schema_version: crate::domain::SCHEMA_VERSION,
+            verdict: crate::evidence::results::Verdict::Incomplete,
+            note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
+            argv,
+            config: cfg,
+            judge: cfg.judge_config(),
+            started_unix_s,
+            exit_status: None,
+            setup_failure: None,
+        }
+    }
+
+    /// The run could not start: 125, cannot test here, and why.
+    fn never_started(
+        cfg: &'a RunConfig,
+        argv: &'a [String],
+        started_unix_s: u64,
+        cause: String,
+    ) -> Incomplete<'a> {
+        Incomplete {
+            note: "the run could not start: see setup_failure",
+            exit_status: Some(crate::domain::EXIT_CANNOT_TEST),
+            setup_failure: Some(cause),
+            ..Incomplete::going(cfg, argv, started_unix_s)
+        }
+    }
+}
+
 /// A file that is never written again after its first failed write (so a
 /// buffer retried by BufWriter or csv, or flushed on drop once space is
 /// back, cannot duplicate rows), nor after any file of the same run failed
@@ -437,17 +469,7 @@ impl ResultsDir {
                 let _ = write_json_atomically(
                     dir,
                     "run.json",
-                    &Incomplete {
-                        schema_version: crate::domain::SCHEMA_VERSION,
-                        verdict: crate::evidence::results::Verdict::Incomplete,
-                        note: "the run could not start: see setup_failure",
-                        argv,
-                        config: cfg,
-                        judge: cfg.judge_config(),
-                        started_unix_s,
-                        exit_status: Some(crate::domain::EXIT_CANNOT_TEST),
-                        setup_failure: Some(cause.clone()),
-                    },
+                    &Incomplete::never_started(cfg, argv, started_unix_s, cause.clone()),
                 );
             } else {
                 let _ = std::fs::remove_file(dir.join("run.json"));
@@ -469,17 +491,7 @@ impl ResultsDir {
         write_json_atomically(
             dir,
             "run.json",
-            &Incomplete {
-                schema_version: crate::domain::SCHEMA_VERSION,
-                verdict: crate::evidence::results::Verdict::Incomplete,
-                note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
-                argv,
-                config: cfg,
-                judge: cfg.judge_config(),
-                started_unix_s,
-                exit_status: None,
-                setup_failure: None,
-            },
+            &Incomplete::going(cfg, argv, started_unix_s),
         )?;
         // Headers are written by hand so that a run without rows still has them.
         let csv_writer = |f| csv::WriterBuilder::new().has_headers(false).from_writer(f);
@@ -589,23 +601,14 @@ impl ResultsDir {
         drop(self.raw);
         drop(self.hlogs);
         let _ = std::fs::remove_file(self.dir.join(RESERVE_NAME));
+        let started_unix_s = self
+            .started
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         write_json_atomically(
             &self.dir,
             "run.json",
-            &Incomplete {
-                schema_version: crate::domain::SCHEMA_VERSION,
-                verdict: crate::evidence::results::Verdict::Incomplete,
-                note: "the run could not start: see setup_failure",
-                argv,
-                config: cfg,
-                judge: cfg.judge_config(),
-                started_unix_s: self
-                    .started
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
-                exit_status: Some(crate::domain::EXIT_CANNOT_TEST),
-                setup_failure: Some(cause.to_string()),
-            },
+            &Incomplete::never_started(cfg, argv, started_unix_s, cause.to_string()),
         )
     }
 
