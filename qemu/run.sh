@@ -244,9 +244,11 @@ build_pmustress() {
         cargo=/usr/bin/cargo rustc=/usr/bin/rustc target_dir=$CACHE/target-debian
     fi
     log "cross-building pmustress from $src with $("$rustc" --version)"
+    # --no-default-features: the guest never plots, so no plotters, font or
+    # PNG encoder to cross-build and copy into the initramfs.
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
         RUSTFLAGS="-C target-feature=+crt-static" RUSTC=$rustc \
-        nice -n 5 "$cargo" build --release --locked --quiet \
+        nice -n 5 "$cargo" build --release --locked --quiet --no-default-features \
         --manifest-path "$src/Cargo.toml" --target aarch64-unknown-linux-gnu \
         --target-dir "$target_dir" >&2
     PMUSTRESS_BIN=$target_dir/aarch64-unknown-linux-gnu/release/pmustress

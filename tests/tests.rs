@@ -15,7 +15,10 @@ mod matrix;
 mod model;
 mod oracle;
 mod output;
+#[cfg(feature = "plot")]
 mod plot;
+#[cfg(not(feature = "plot"))]
+mod plot_missing;
 mod reliability;
 mod report;
 mod run_software;

@@ -328,6 +328,18 @@ fn compare_command(args: &CompareArgs) -> i32 {
     emit(&out, 0)
 }
 
+/// What a build without the `plot` feature says to `pmustress plot ...`,
+/// on one line, with exit status 2 (EXIT_USAGE).
+#[cfg(not(feature = "plot"))]
+pub const NO_PLOT: &str = "error: this pmustress was built without plotting (cargo feature \"plot\"); rebuild with default features";
+
+#[cfg(not(feature = "plot"))]
+fn plot_command(_: &PlotArgs) -> i32 {
+    eprintln!("{NO_PLOT}");
+    EXIT_USAGE
+}
+
+#[cfg(feature = "plot")]
 fn plot_command(args: &PlotArgs) -> i32 {
     let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
         Ok(groups) => groups.into_iter().flatten().collect(),
@@ -553,4 +565,36 @@ fn run_command(args: &RunArgs) -> i32 {
     }
     say!("results: {}", cfg.out.display());
     results.exit_status
+}
+
+#[cfg(test)]
+mod tests {
+    /// Without the `plot` feature, any `pmustress plot ...` (no arguments,
+    /// real ones, bad ones, --help) reaches the command, which refuses it
+    /// with a usage error and the one line naming the feature.
+    #[cfg(not(feature = "plot"))]
+    #[test]
+    fn plot_without_the_feature_is_one_usage_error_line() {
+        use clap::Parser as _;
+
+        use super::*;
+        use crate::cli::Cli;
+
+        assert_eq!(NO_PLOT.lines().count(), 1);
+        assert!(NO_PLOT.starts_with("error: "), "{NO_PLOT}");
+        assert!(NO_PLOT.contains("cargo feature \"plot\""), "{NO_PLOT}");
+        assert!(NO_PLOT.contains("default features"), "{NO_PLOT}");
+        for argv in [
+            &["pmustress", "plot"][..],
+            &["pmustress", "plot", "dir", "-o", "run.svg"],
+            &["pmustress", "plot", "dir", "-o", "run.jpg", "--frob"],
+            &["pmustress", "plot", "--help"],
+        ] {
+            let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let Command::Plot(args) = cli.command else {
+                panic!("{argv:?}: not plot");
+            };
+            assert_eq!(plot_command(&args), EXIT_USAGE, "{argv:?}");
+        }
+    }
 }

@@ -45,6 +45,15 @@ pub enum Command {
     Compare(CompareArgs),
     /// Draw the histogram of delta/period and the anomalies over time (SVG
     /// or PNG).
+    // Listed in every build, so --help, the man page and the completions
+    // name the same commands; a build without the `plot` feature says so
+    // here and refuses it with a usage error.
+    #[cfg_attr(
+        not(feature = "plot"),
+        command(
+            about = "Not in this build (cargo feature \"plot\"): would draw the histogram of delta/period and the anomalies over time"
+        )
+    )]
     Plot(PlotArgs),
     /// Judge a recorded stream again: a results directory against its own
     /// run.json, or a bare raw.csv(.gz) with the settings given.
@@ -60,6 +69,7 @@ pub enum Command {
     Man,
 }
 
+#[cfg(feature = "plot")]
 #[derive(Debug, Args)]
 pub struct PlotArgs {
     /// Results directories, or directories of them; each run gets its own
@@ -71,6 +81,23 @@ pub struct PlotArgs {
     /// format).
     #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::evidence::plot::parse_output)]
     pub output: crate::evidence::plot::Output,
+}
+
+/// `plot` in a build without the `plot` feature: takes whatever follows
+/// (even `--help`), so every `pmustress plot ...` gets the same one-line
+/// refusal rather than a complaint about its arguments.
+#[cfg(not(feature = "plot"))]
+#[derive(Debug, Args)]
+#[command(disable_help_flag = true)]
+pub struct PlotArgs {
+    #[arg(
+        num_args = 0..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        hide = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
