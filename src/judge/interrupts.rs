@@ -1003,6 +1003,14 @@ impl InterruptJudge {
             self.totals.after_count_wrap += 1;
         }
         self.totals.overflows += 1;
+        self.anchor_on(count);
+        self.prev_count = Some(count);
+    }
+
+    /// One hypothesis from an interrupt at `count` whose own due point is
+    /// unknown: at most a period back, unless it was re-based (then the
+    /// next is a period on), so the next is due in [count + 1, count + p].
+    fn anchor_on(&mut self, count: u64) {
         let p = self.cfg.period;
         self.hyps = vec![Hypothesis {
             due: Due {
@@ -1012,7 +1020,6 @@ impl InterruptJudge {
             pending_stop: None,
             tally: Tally::default(),
         }];
-        self.prev_count = Some(count);
     }
 
     /// After a count wrap no due point is known: each of `stops` stops up to
@@ -1056,19 +1063,10 @@ impl InterruptJudge {
             lateness: None,
             injected: false,
         });
-        // Its own due point is unknown: at most a period back, unless it
-        // was re-based (then the next is a period on). Anchoring at count +
-        // p exactly took it for on time: if it was late, the next sample
-        // fell before that and was unexplained too, and so on.
-        let p = self.cfg.period;
-        self.hyps = vec![Hypothesis {
-            due: Due {
-                lo: count.saturating_add(1),
-                hi: count.saturating_add(p),
-            },
-            pending_stop: None,
-            tally: Tally::default(),
-        }];
+        // Its own due point is unknown. Anchoring at count + p exactly
+        // took it for on time: if it was late, the next sample fell before
+        // that and was unexplained too, and so on.
+        self.anchor_on(count);
     }
 
     /// Merges hypotheses in the same state and commits what they all claim.

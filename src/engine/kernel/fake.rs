@@ -750,39 +750,11 @@ impl Kernel for FakeKernel {
     }
 
     fn open_switch_witness(&self, leader: &FakeEvent) -> io::Result<FakeEvent> {
-        let attr = {
-            let st = self.sim.lock();
-            if !st.script.witness_opens {
-                return Err(errno(libc::EACCES));
-            }
-            EventAttr {
-                type_: perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE,
-                config: perf_event_open_sys::bindings::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
-                sample_period: 1,
-                exclude_kernel: false,
-                sample_records: true,
-                context_switch: false,
-            }
-        };
-        self.open_event(&attr, Some((leader.key, Role::Switch)))
+        self.open_witness(leader, Role::Switch)
     }
 
     fn open_resume_witness(&self, leader: &FakeEvent) -> io::Result<FakeEvent> {
-        let attr = {
-            let st = self.sim.lock();
-            if !st.script.witness_opens {
-                return Err(errno(libc::EACCES));
-            }
-            EventAttr {
-                type_: perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE,
-                config: perf_event_open_sys::bindings::PERF_COUNT_SW_CPU_MIGRATIONS as u64,
-                sample_period: 1,
-                exclude_kernel: false,
-                sample_records: true,
-                context_switch: false,
-            }
-        };
-        self.open_event(&attr, Some((leader.key, Role::Resume)))
+        self.open_witness(leader, Role::Resume)
     }
 
     fn map_ring(&self, event: &FakeEvent, _data_pages: usize) -> io::Result<FakeRing> {
@@ -933,6 +905,27 @@ impl Kernel for FakeKernel {
 }
 
 impl FakeKernel {
+    /// A software witness in `leader`'s group, refused (EACCES) as under
+    /// perf_event_paranoid > 1 when the script says so.
+    fn open_witness(&self, leader: &FakeEvent, role: Role) -> io::Result<FakeEvent> {
+        if !self.sim.lock().script.witness_opens {
+            return Err(errno(libc::EACCES));
+        }
+        let software_event = match role {
+            Role::Switch => perf_event_open_sys::bindings::PERF_COUNT_SW_CONTEXT_SWITCHES,
+            Role::Resume => perf_event_open_sys::bindings::PERF_COUNT_SW_CPU_MIGRATIONS,
+        };
+        let attr = EventAttr {
+            type_: perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE,
+            config: software_event as u64,
+            sample_period: 1,
+            exclude_kernel: false,
+            sample_records: true,
+            context_switch: false,
+        };
+        self.open_event(&attr, Some((leader.key, role)))
+    }
+
     fn open_event(&self, attr: &EventAttr, leader: Option<(usize, Role)>) -> io::Result<FakeEvent> {
         let worker = worker_of_this_thread()?;
         let mut st = self.sim.lock();
