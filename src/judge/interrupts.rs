@@ -895,13 +895,8 @@ impl InterruptJudge {
         // before the stop with its sample in the gap (the grid kept). Only
         // the second was followed: after a restart that re-based, every due
         // point after the gap was off and a later sample fit no hypothesis.
-        let hyps = resolve_pending_stops(
-            std::mem::take(&mut self.hyps),
-            p,
-            self.cfg.irq_masked_at_stops,
-            self.prev_count,
-            |_| time_ns,
-        );
+        let pending = std::mem::take(&mut self.hyps);
+        let hyps = self.resolve_pending_stops(pending, |_| time_ns);
         let mut record_lost = 0;
         for mut h in hyps {
             if h.due.unknown() || last < h.due.lo {
@@ -955,14 +950,8 @@ impl InterruptJudge {
         }
         // An overflow pending at a stop before the wrap: lost there, or
         // taken before it (what the hypotheses disagree on is ambiguous).
-        let p = self.cfg.period;
-        let hyps = resolve_pending_stops(
-            std::mem::take(&mut self.hyps),
-            p,
-            self.cfg.irq_masked_at_stops,
-            self.prev_count,
-            |_| time_ns,
-        );
+        let pending = std::mem::take(&mut self.hyps);
+        let hyps = self.resolve_pending_stops(pending, |_| time_ns);
         let t = combine(hyps.into_iter().map(|h| h.tally).collect());
         self.commit(t);
         self.hyps = vec![Hypothesis {
@@ -1124,14 +1113,8 @@ impl InterruptJudge {
             // loss and the loss is counted ambiguous: dropping the pending
             // state left the grid a period behind (a later sample then fit
             // no hypothesis) and the loss uncounted.
-            let p = self.cfg.period;
-            let merged_in = resolve_pending_stops(
-                merged,
-                p,
-                self.cfg.irq_masked_at_stops,
-                self.prev_count,
-                |h| h.tally.events.last().map_or(0, |e| e.time_ns),
-            );
+            let merged_in = self
+                .resolve_pending_stops(merged, |h| h.tally.events.last().map_or(0, |e| e.time_ns));
             let lo = merged_in.iter().map(|h| h.due.lo).min().unwrap_or(0);
             let hi = merged_in.iter().map(|h| h.due.hi).max().unwrap_or(u64::MAX);
             let t = combine(merged_in.into_iter().map(|h| h.tally).collect());
@@ -1142,6 +1125,49 @@ impl InterruptJudge {
             }];
         }
         self.hyps = merged;
+    }
+
+    /// Each hypothesis with an overflow pending at a stop, followed both
+    /// ways: lost there (the restart re-arms by rule 1 or 2), and taken
+    /// before the stop finished (kept as it is, the pending state dropped),
+    /// which only an NMI can be (not where the PMU interrupt is an ordinary
+    /// IRQ, `irq_masked_at_stops`). `time_ns` dates the drop of the lost
+    /// branch.
+    fn resolve_pending_stops(
+        &self,
+        hyps: Vec<Hypothesis>,
+        time_ns: impl Fn(&Hypothesis) -> u64,
+    ) -> Vec<Hypothesis> {
+        let p = self.cfg.period;
+        let mut out = Vec::with_capacity(hyps.len() * 2);
+        for mut h in hyps {
+            if let Some((lo, hi)) = h.pending_stop.take() {
+                let mut lost = h.clone();
+                let stop = Stop {
+                    lo,
+                    hi,
+                    kind: StopKind::Switch,
+                };
+                let event = InterruptEvent {
+                    kind: InterruptEventKind::Dropped,
+                    time_ns: time_ns(&lost),
+                    cpu: u32::MAX,
+                    count: lo,
+                    prev_count: self.prev_count,
+                    overflows: 1,
+                    stop_count: Some(lo),
+                    lateness: None,
+                    injected: false,
+                };
+                lose_at_stop(&mut lost, p, stop, event);
+                out.push(lost);
+                if self.cfg.irq_masked_at_stops {
+                    continue;
+                }
+            }
+            out.push(h);
+        }
+        out
     }
 
     fn commit(&mut self, t: Tally) {
@@ -1248,49 +1274,6 @@ fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: InterruptEvent) {
             hi: stop.hi.saturating_add(p),
         };
     }
-}
-
-/// Each hypothesis with an overflow pending at a stop, followed both ways:
-/// lost there (the restart re-arms by rule 1 or 2), and taken before the
-/// stop finished (kept as it is, the pending state dropped), which only an
-/// NMI can be (`masked`: the PMU interrupt is an ordinary IRQ). `time_ns`
-/// dates the drop of the lost branch.
-fn resolve_pending_stops(
-    hyps: Vec<Hypothesis>,
-    p: u64,
-    masked: bool,
-    prev_count: Option<u64>,
-    time_ns: impl Fn(&Hypothesis) -> u64,
-) -> Vec<Hypothesis> {
-    let mut out = Vec::with_capacity(hyps.len() * 2);
-    for mut h in hyps {
-        if let Some((lo, hi)) = h.pending_stop.take() {
-            let mut lost = h.clone();
-            let stop = Stop {
-                lo,
-                hi,
-                kind: StopKind::Switch,
-            };
-            let event = InterruptEvent {
-                kind: InterruptEventKind::Dropped,
-                time_ns: time_ns(&lost),
-                cpu: u32::MAX,
-                count: lo,
-                prev_count,
-                overflows: 1,
-                stop_count: Some(lo),
-                lateness: None,
-                injected: false,
-            };
-            lose_at_stop(&mut lost, p, stop, event);
-            out.push(lost);
-            if masked {
-                continue;
-            }
-        }
-        out.push(h);
-    }
-    out
 }
 
 /// The tallies of hypotheses that reached the same state: what they all
