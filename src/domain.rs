@@ -76,6 +76,21 @@ pub enum OutputFormat {
     Json,
 }
 
+/// What `report --group-by` and `compare --group-by` pool runs by: the
+/// machine a fleet's runs differ in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupBy {
+    /// The host's name (the fingerprint's kernel hostname).
+    Host,
+    /// DMI's product name: the instance type on EC2 ("c6g.12xlarge").
+    InstanceType,
+    /// The kernel release (`uname -r`).
+    Kernel,
+    /// The pseudo-NMI verdict (enabled, disabled, not-built, ...).
+    PseudoNmi,
+}
+
 /// Why the run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

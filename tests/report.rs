@@ -109,3 +109,171 @@ fn arm64_pseudo_nmi_off_and_on_differ_significantly() {
     assert!(text.contains("the rates"), "{text}");
     assert!(text.contains("differ (p < 0.05)"), "{text}");
 }
+
+/// Copies a recorded results directory to `to`, as if it had run on
+/// `host`, an instance of `instance_type`.
+fn recorded_on(from: &str, to: &std::path::Path, host: &str, instance_type: &str) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+    let path = to.join("run.json");
+    let mut run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    run["fingerprint"]["kernel"]["hostname"] =
+        serde_json::json!({"source": "/proc/sys/kernel/hostname", "value": host});
+    run["fingerprint"]["machine"]["dmi"]["product_name"] =
+        serde_json::json!({"source": "/sys/class/dmi/id/product_name", "value": instance_type});
+    std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
+}
+
+/// A fleet's results as the playbook fetches them: two runs on a
+/// c6g (pseudo-NMI off), one real run and one self-test on a c7g.
+fn fleet() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("pmustress_results");
+    recorded_on(ARM64_NOPNMI, &root.join("a/run-1"), "a", "c6g.12xlarge");
+    recorded_on(ARM64_NOPNMI, &root.join("a/run-2"), "a", "c6g.12xlarge");
+    recorded_on(ARM64_PNMI, &root.join("b/run-1"), "b", "c7g.12xlarge");
+    recorded_on(INJECTED, &root.join("b/self-test"), "b", "c7g.12xlarge");
+    dir
+}
+
+fn totals(dir: &str) -> (u64, u64) {
+    let run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{dir}/run.json")).unwrap()).unwrap();
+    let t = &run["totals"];
+    (
+        t["accounted_overflows"].as_u64().unwrap(),
+        t["dropped_interrupts"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn group_by_host_pools_each_hosts_runs_and_leaves_self_tests_out() {
+    let fleet = fleet();
+    let root = fleet.path().join("pmustress_results");
+    let root = root.to_str().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&stdout(&[
+        "report",
+        "--group-by",
+        "host",
+        "--format",
+        "json",
+        root,
+    ]))
+    .unwrap();
+    assert_eq!(json["group_by"], "host");
+    let groups = json["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{json:#}");
+    let (nopnmi_overflows, nopnmi_dropped) = totals(ARM64_NOPNMI);
+    let (pnmi_overflows, pnmi_dropped) = totals(ARM64_PNMI);
+    assert!(nopnmi_dropped > 0 && pnmi_dropped == 0);
+
+    let a = &groups[0];
+    assert_eq!(a["key"], "a");
+    assert_eq!(a["runs"], 2);
+    assert_eq!(a["overflows"], 2 * nopnmi_overflows);
+    assert_eq!(a["dropped"], 2 * nopnmi_dropped);
+    assert_eq!(a["rate"]["events"], 2 * nopnmi_dropped);
+    assert_eq!(a["verdict"], "dropped");
+    assert_eq!(a["verdicts"]["dropped"], 2);
+
+    let b = &groups[1];
+    assert_eq!(b["key"], "b");
+    assert_eq!(b["runs"], 2);
+    assert_eq!(b["self_tests"], 1);
+    // The self-test's injected drops are not the c7g's.
+    assert_eq!(b["overflows"], pnmi_overflows);
+    assert_eq!(b["dropped"], 0);
+    assert_eq!(b["verdict"], "clean");
+    assert!(b["rate"]["ci_high_per_million"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn group_by_prints_one_row_per_group_as_text_and_markdown() {
+    let fleet = fleet();
+    let root = fleet.path().join("pmustress_results");
+    let root = root.to_str().unwrap();
+    let text = stdout(&["report", "--group-by", "instance-type", root]);
+    let rows: Vec<&str> = text.lines().collect();
+    assert!(rows[0].starts_with("instance-type"), "{text}");
+    assert!(
+        rows[1].starts_with("c6g.12xlarge") && rows[1].ends_with("dropped"),
+        "{text}"
+    );
+    assert!(
+        rows[2].starts_with("c7g.12xlarge") && rows[2].ends_with("clean"),
+        "{text}"
+    );
+    assert!(
+        text.contains("c7g.12xlarge: 1 self-test run (injected drops) left out"),
+        "{text}"
+    );
+    let md = stdout(&[
+        "report",
+        "--group-by",
+        "pseudo-nmi",
+        "--format",
+        "markdown",
+        root,
+    ]);
+    assert!(md.starts_with("| pseudo-nmi | runs |"), "{md}");
+    assert!(md.contains("\n| disabled | 2 |"), "{md}");
+    assert!(md.contains("\n| enabled | 1 |"), "{md}");
+}
+
+#[test]
+fn compare_takes_two_groups_of_a_fleet() {
+    let fleet = fleet();
+    let root = fleet.path().join("pmustress_results");
+    let root = root.to_str().unwrap();
+    let text = stdout(&[
+        "compare",
+        "--group-by",
+        "instance-type",
+        "c6g.12xlarge",
+        "c7g.12xlarge",
+        root,
+    ]);
+    assert!(text.contains("A: instance-type c6g.12xlarge"), "{text}");
+    assert!(text.contains("differ (p < 0.05)"), "{text}");
+
+    let out = run(&["compare", "--group-by", "host", "a", "c5.large", root]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no run has host \"c5.large\"; the runs' host keys are: a, b"),
+        "{err}"
+    );
+    let out = run(&["compare", "--group-by", "host", "a", "b"]);
+    assert_eq!(out.status.code(), Some(2), "no DIR is a usage error");
+}
+
+#[test]
+fn a_group_with_an_unfinished_run_is_not_clean() {
+    let fleet = fleet();
+    let root = fleet.path().join("pmustress_results");
+    let killed = root.join("b/run-1/run.json");
+    let mut run_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&killed).unwrap()).unwrap();
+    run_json["verdict"] = "incomplete".into();
+    run_json.as_object_mut().unwrap().remove("exit_status");
+    run_json.as_object_mut().unwrap().remove("totals");
+    std::fs::write(&killed, serde_json::to_vec(&run_json).unwrap()).unwrap();
+    let out = run(&[
+        "report",
+        "--group-by",
+        "host",
+        "--format",
+        "json",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = &json["groups"][1];
+    assert_eq!(b["verdicts"]["incomplete"], 1);
+    assert_eq!(b["overflows"], 0);
+    assert_eq!(b["verdict"], "inconclusive");
+}

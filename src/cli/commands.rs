@@ -19,6 +19,7 @@ use crate::config::event;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat};
 use crate::engine::{kernel, run};
 use crate::evidence::compare::{self, Group};
+use crate::evidence::groups;
 use crate::evidence::loaded_run::{self, LoadedRun};
 use crate::evidence::report;
 use crate::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
@@ -244,6 +245,26 @@ fn report_command(args: &ReportArgs) -> i32 {
         }
     };
     let mut out = String::new();
+    if let Some(by) = args.group_by {
+        let grouped = match groups::group(&runs, by) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return EXIT_USAGE;
+            }
+        };
+        match args.format {
+            OutputFormat::Json => match serde_json::to_string_pretty(&grouped) {
+                Ok(s) => put!(out, "{s}"),
+                Err(e) => {
+                    eprintln!("error: serialising the report: {e}");
+                    return EXIT_CANNOT_TEST;
+                }
+            },
+            format => put!(out, "{}", groups::render(&grouped, format).trim_end()),
+        }
+        return emit(&out, unfinished_status(&runs));
+    }
     match args.format {
         OutputFormat::Json => {
             let all: Vec<_> = runs.iter().map(report::summary).collect();
@@ -261,9 +282,14 @@ fn report_command(args: &ReportArgs) -> i32 {
             report::report(&runs, format, args.anomalies).trim_end()
         ),
     }
-    // A run without a verdict is evidence, not a result: a script that
-    // reads "0" as "all reported runs finished" must not be misled.
-    let status = match runs.iter().find(|r| !r.run.finished()) {
+    emit(&out, unfinished_status(&runs))
+}
+
+/// A run without a verdict is evidence, not a result: a script that reads
+/// "0" as "all reported runs finished" must not be misled (125, and the
+/// run named on stderr).
+fn unfinished_status(runs: &[LoadedRun]) -> i32 {
+    match runs.iter().find(|r| !r.run.finished()) {
         Some(r) => {
             eprintln!(
                 "pmustress: {} did not finish (verdict incomplete): it has no verdict",
@@ -272,12 +298,17 @@ fn report_command(args: &ReportArgs) -> i32 {
             EXIT_CANNOT_TEST
         }
         None => 0,
-    };
-    emit(&out, status)
+    }
 }
 
 fn compare_command(args: &CompareArgs) -> i32 {
-    let groups = match load_groups(&[args.a.clone(), args.b.clone()], &["<A>", "<B>"]) {
+    let loaded = match args.group_by {
+        None => load_groups(&[args.a.clone(), args.b.clone()], &["<A>", "<B>"]),
+        Some(by) => load_groups(&args.dirs, &["<DIR>"])
+            .map(|g| g.into_iter().flatten().collect::<Vec<_>>())
+            .and_then(|runs| groups::pick_two(runs, by, &args.a, &args.b)),
+    };
+    let groups = match loaded {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -292,9 +323,13 @@ fn compare_command(args: &CompareArgs) -> i32 {
         );
         return EXIT_CANNOT_TEST;
     }
+    let label = |key: &Path| match args.group_by {
+        Some(by) => format!("{} {}", groups::key_name(by), key.display()),
+        None => key.display().to_string(),
+    };
     let (a, b) = match (
-        Group::of(args.a.display().to_string(), &groups[0]),
-        Group::of(args.b.display().to_string(), &groups[1]),
+        Group::of(label(&args.a), &groups[0]),
+        Group::of(label(&args.b), &groups[1]),
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {

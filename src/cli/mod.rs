@@ -18,7 +18,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::event::EventSpec;
-use crate::domain::{MigrateMode, OutputFormat, RearmMode, SwitchWitness};
+use crate::domain::{GroupBy, MigrateMode, OutputFormat, RearmMode, SwitchWitness};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -112,16 +112,32 @@ pub struct ReportArgs {
     /// How many anomalies to list per run.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub anomalies: usize,
+
+    /// One row per group instead of one section per run: the runs pooled
+    /// by host, instance type (DMI product name), kernel release or
+    /// pseudo-NMI verdict, with the pooled rate and its exact interval.
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub group_by: Option<GroupBy>,
 }
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// A results directory, or a directory of them (summed).
+    /// A results directory, or a directory of them (summed); with
+    /// --group-by, a group's key (e.g. c6g.12xlarge).
     #[arg(value_name = "A")]
     pub a: PathBuf,
     /// The same, to compare with.
     #[arg(value_name = "B")]
     pub b: PathBuf,
+
+    /// Compare two groups of the runs in DIR...: A and B are keys of
+    /// host, instance-type, kernel or pseudo-nmi (see report --group-by).
+    #[arg(long, value_enum, value_name = "KEY", requires = "dirs")]
+    pub group_by: Option<GroupBy>,
+
+    /// With --group-by: the results directories to group.
+    #[arg(value_name = "DIR", requires = "group_by")]
+    pub dirs: Vec<PathBuf>,
 
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,

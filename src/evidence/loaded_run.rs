@@ -270,35 +270,55 @@ fn read_anomalies(path: &Path) -> Result<Anomalies> {
     Ok(out)
 }
 
+/// How deep `expand` looks below a group directory: a fleet's
+/// `pmustress_results/<host>/<run>/` is two levels, a bisection's
+/// `<tree>/<commit>/<run>/` three.
+pub const MAX_GROUP_DEPTH: usize = 4;
+
 /// Expands each argument: a directory with run.json is one run; a directory
-/// without is a group whose subdirectories with run.json are its runs.
+/// without is a group whose results directories below it (up to
+/// `MAX_GROUP_DEPTH` levels down, symlinks not followed, none looked into
+/// once it has a run.json) are its runs, in path order.
 pub fn expand(args: &[PathBuf]) -> Result<Vec<Vec<PathBuf>>> {
     args.iter()
         .map(|dir| {
             if dir.join("run.json").is_file() {
                 return Ok(vec![dir.clone()]);
             }
-            let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
-                .with_context(|| {
-                    format!(
-                        "{} is neither a results directory nor a group of them",
-                        dir.display()
-                    )
-                })?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.join("run.json").is_file())
-                .collect();
+            let mut runs = Vec::new();
+            runs_below(dir, MAX_GROUP_DEPTH, &mut runs).with_context(|| {
+                format!(
+                    "{} is neither a results directory nor a group of them",
+                    dir.display()
+                )
+            })?;
             runs.sort();
             if runs.is_empty() {
                 bail!(
-                    "{} has no run.json, nor subdirectories with one",
+                    "{} has no run.json, nor directories below it with one",
                     dir.display()
                 );
             }
             Ok(runs)
         })
         .collect()
+}
+
+fn runs_below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        // file_type() does not follow symlinks: a link is never descended.
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        if path.join("run.json").is_file() {
+            out.push(path);
+        } else if depth > 1 {
+            // An unreadable subdirectory is not a run; the others still are.
+            let _ = runs_below(&path, depth - 1, out);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@ recorded, with the verdict rule; `results_dir` writes
 a run's directory (run.json, raw.csv.gz, anomalies.csv, histogram logs) as
 the run goes; `runfile` reads run.json back, refusing anything pmustress
 does not write, and `loaded_run` the whole directory; `report` is
-`pmustress report`, `compare` is `pmustress compare`; `plot` is
+`pmustress report`, `groups` its `--group-by` (a fleet's runs pooled by
+host, instance type, kernel or pseudo-NMI), `compare` is `pmustress
+compare`; `plot` is
 `pmustress plot` (only with the cargo feature `plot`, on by default);
 `replay` judges a saved stream again; `accounting` is the lines both the
 end of a run and a replay print.
@@ -14,6 +16,7 @@ end of a run and a replay print.
 
 pub mod accounting;
 pub mod compare;
+pub mod groups;
 pub mod loaded_run;
 #[cfg(feature = "plot")]
 pub mod plot;

@@ -48,6 +48,8 @@ const MAX_CONFIG_BYTES: u64 = 16 << 20;
 /// confused with `engine::kernel`, the syscalls pmustress makes.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunningKernel {
+    /// The host's name: `report --group-by host` groups a fleet's runs by it.
+    pub hostname: Sourced<String>,
     pub release: Sourced<String>,
     pub version: Sourced<String>,
     /// `uname -m` spelling: "aarch64", "x86_64".
@@ -59,6 +61,7 @@ pub struct RunningKernel {
 
 impl RunningKernel {
     pub fn read(root: &Root) -> RunningKernel {
+        let hostname = root.read_value("proc/sys/kernel/hostname");
         let release = root.read_value("proc/sys/kernel/osrelease");
         let version = root.read_value("proc/sys/kernel/version");
         let arch = read_arch(root);
@@ -68,6 +71,7 @@ impl RunningKernel {
         let config = read_config(root, release.value.as_deref());
         let log = super::kmsg::KernelLog::read(root);
         RunningKernel {
+            hostname,
             release,
             version,
             arch,

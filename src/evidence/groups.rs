@@ -1,0 +1,260 @@
+/*!
+`pmustress report --group-by KEY` (and `compare --group-by KEY`): a fleet's
+runs pooled by what they ran on (host, instance type, kernel release,
+pseudo-NMI verdict), one row per group with the pooled dropped rate and
+its exact interval. "Very frequently on c6g.12xlarge, very infrequently on
+c7g.12xlarge" becomes two rows with numbers.
+
+Pooling adds overflows and drops of the finished runs. Self-test runs
+(`--inject-drop-every`) are counted as runs but never pooled: their drops
+were made on purpose. A run that did not finish has no counts: it is
+counted, named, and keeps its group from being called clean.
+*/
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::domain::{CONFIDENCE, GroupBy, OutputFormat};
+use crate::evidence::loaded_run::LoadedRun;
+use crate::evidence::report::rate_cells;
+use crate::evidence::results::Verdict;
+use crate::evidence::runfile::verdict_name;
+use crate::judge::stats::Rate;
+
+/// What a group key is called when a run's fingerprint does not say
+/// (older results have no hostname; a VM may have no DMI).
+pub const UNKNOWN_KEY: &str = "unknown";
+
+/// One group: its runs, pooled.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupRow {
+    pub key: String,
+    pub runs: usize,
+    /// Runs by their own verdict ("clean": 3, "dropped": 1).
+    pub verdicts: BTreeMap<&'static str, usize>,
+    /// Self-test runs: counted here, left out of the pooled numbers.
+    pub self_tests: usize,
+    /// Pooled over the finished runs that are not self-tests.
+    pub overflows: u64,
+    pub dropped: u64,
+    pub rate: Rate,
+    /// dropped if any pooled run dropped an interrupt; clean if every run
+    /// was clean; otherwise inconclusive.
+    pub verdict: &'static str,
+    pub dirs: Vec<String>,
+}
+
+/// The whole grouped report, as `--format json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Grouped {
+    pub group_by: GroupBy,
+    pub groups: Vec<GroupRow>,
+}
+
+/// The key's name as the flag spells it.
+pub fn key_name(by: GroupBy) -> &'static str {
+    match by {
+        GroupBy::Host => "host",
+        GroupBy::InstanceType => "instance-type",
+        GroupBy::Kernel => "kernel",
+        GroupBy::PseudoNmi => "pseudo-nmi",
+    }
+}
+
+/// `compare --group-by`: the runs under key `a` and under key `b`, in that
+/// order; a key no run has is an error naming the keys there are.
+pub fn pick_two(
+    runs: Vec<LoadedRun>,
+    by: GroupBy,
+    a: &Path,
+    b: &Path,
+) -> Result<Vec<Vec<LoadedRun>>> {
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    if a == b {
+        bail!("A and B are the same group ({} {a})", key_name(by));
+    }
+    let mut keys = std::collections::BTreeSet::new();
+    let (mut in_a, mut in_b) = (Vec::new(), Vec::new());
+    for r in runs {
+        let key = key_of(&r, by);
+        if key == a {
+            in_a.push(r);
+        } else if key == b {
+            in_b.push(r);
+        }
+        keys.insert(key);
+    }
+    for (key, members) in [(&a, &in_a), (&b, &in_b)] {
+        if members.is_empty() {
+            let there: Vec<&str> = keys.iter().map(String::as_str).collect();
+            bail!(
+                "no run has {} {key:?}; the runs' {} keys are: {}",
+                key_name(by),
+                key_name(by),
+                there.join(", ")
+            );
+        }
+    }
+    Ok(vec![in_a, in_b])
+}
+
+/// The key a run falls under.
+pub fn key_of(run: &LoadedRun, by: GroupBy) -> String {
+    let key = match by {
+        GroupBy::Host => run.fingerprint_str("/kernel/hostname/value"),
+        GroupBy::InstanceType => run.fingerprint_str("/machine/dmi/product_name/value"),
+        GroupBy::Kernel => run.fingerprint_str("/kernel/release/value"),
+        GroupBy::PseudoNmi => run.run.pseudo_nmi.as_ref().map(|p| p.verdict.as_str()),
+    };
+    match key.map(str::trim) {
+        Some(k) if !k.is_empty() => k.to_string(),
+        _ => UNKNOWN_KEY.to_string(),
+    }
+}
+
+/// The runs pooled by `by`, groups in key order; sums past 2^64 are an
+/// error, never a wrapped number.
+pub fn group(runs: &[LoadedRun], by: GroupBy) -> Result<Grouped> {
+    let mut by_key: BTreeMap<String, Vec<&LoadedRun>> = BTreeMap::new();
+    for r in runs {
+        by_key.entry(key_of(r, by)).or_default().push(r);
+    }
+    let groups = by_key
+        .into_iter()
+        .map(|(key, members)| pool(key, &members))
+        .collect::<Result<_>>()?;
+    Ok(Grouped {
+        group_by: by,
+        groups,
+    })
+}
+
+fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
+    let mut verdicts = BTreeMap::new();
+    let (mut overflows, mut dropped, mut self_tests) = (0u64, 0u64, 0);
+    let mut all_clean = true;
+    for r in members {
+        *verdicts.entry(verdict_name(r.run.verdict)).or_insert(0) += 1;
+        if r.run.is_self_test() {
+            self_tests += 1;
+            continue;
+        }
+        all_clean &= r.run.verdict == Verdict::Clean;
+        if !r.run.finished() {
+            continue;
+        }
+        overflows = overflows
+            .checked_add(r.overflows())
+            .with_context(|| format!("{key}: the runs' overflows add up past 2^64 - 1"))?;
+        dropped = dropped
+            .checked_add(r.dropped())
+            .with_context(|| format!("{key}: the runs' drops add up past 2^64 - 1"))?;
+    }
+    let verdict = if dropped > 0 {
+        Verdict::Dropped
+    } else if all_clean && self_tests < members.len() {
+        Verdict::Clean
+    } else {
+        Verdict::Inconclusive
+    };
+    Ok(GroupRow {
+        runs: members.len(),
+        verdicts,
+        self_tests,
+        overflows,
+        dropped,
+        rate: Rate::new(dropped, overflows, CONFIDENCE),
+        verdict: verdict_name(verdict),
+        dirs: members
+            .iter()
+            .map(|r| r.dir.display().to_string())
+            .collect(),
+        key,
+    })
+}
+
+/// The grouped report as text or a markdown table (JSON is `Grouped`).
+pub fn render(g: &Grouped, format: OutputFormat) -> String {
+    let by = key_name(g.group_by);
+    let mut s = String::new();
+    let width = g
+        .groups
+        .iter()
+        .map(|r| r.key.chars().count())
+        .chain([by.len()])
+        .max()
+        .unwrap_or(0);
+    if format == OutputFormat::Markdown {
+        let _ = writeln!(
+            s,
+            "| {by} | runs | overflows | dropped | per million | 95% CI | verdict |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---|");
+    } else {
+        let _ = writeln!(
+            s,
+            "{by:<width$} {:>5} {:>12} {:>8} {:>11} {:>20}  verdict",
+            "runs", "overflows", "dropped", "per million", "95% CI"
+        );
+    }
+    for r in &g.groups {
+        let (pm, ci) = rate_cells(r.overflows, r.dropped);
+        if format == OutputFormat::Markdown {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {pm} | {ci} | {} |",
+                r.key.replace('|', "\\|"),
+                r.runs,
+                r.overflows,
+                r.dropped,
+                r.verdict
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{:<width$} {:>5} {:>12} {:>8} {pm:>11} {ci:>20}  {}",
+                r.key, r.runs, r.overflows, r.dropped, r.verdict
+            );
+        }
+    }
+    let mut notes = Vec::new();
+    for r in &g.groups {
+        let other: Vec<String> = r
+            .verdicts
+            .iter()
+            .filter(|(v, _)| !matches!(**v, "clean" | "dropped"))
+            .map(|(v, n)| format!("{n} {v}"))
+            .collect();
+        if !other.is_empty() {
+            notes.push(format!(
+                "{}: {} (not pooled if unfinished)",
+                r.key,
+                other.join(", ")
+            ));
+        }
+        if r.self_tests > 0 {
+            notes.push(format!(
+                "{}: {} self-test {} (injected drops) left out of the pooled numbers",
+                r.key,
+                r.self_tests,
+                if r.self_tests == 1 { "run" } else { "runs" }
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(s);
+    }
+    for n in notes {
+        let prefix = if format == OutputFormat::Markdown {
+            "- "
+        } else {
+            "note: "
+        };
+        let _ = writeln!(s, "{prefix}{n}");
+    }
+    s
+}
