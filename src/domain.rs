@@ -14,7 +14,10 @@ use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 /// run.json's `schema_version` (the fingerprint inside it has its own).
-pub const SCHEMA_VERSION: u32 = 2;
+/// 1: delta-only judgement; 2: interrupts and deliveries judged apart,
+/// `judge` settings; 3: the anomaly list uses anomalies.csv's column names,
+/// `tool` in the incomplete stage too.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Exit statuses, for `git bisect run` among others.
 pub const EXIT_CLEAN: i32 = 0;
@@ -26,7 +29,7 @@ pub const EXIT_CANNOT_TEST: i32 = 125;
 pub const CONFIDENCE: f64 = 0.95;
 
 /// How the migrator moves workers between the CPUs of the set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MigrateMode {
     /// Pin each worker and never move it.
@@ -68,6 +71,11 @@ pub enum RearmMode {
     Reset,
 }
 
+/// What results written before there were witnesses had.
+pub fn no_switch_witness() -> SwitchWitness {
+    SwitchWitness::None
+}
+
 /// How `report`, `compare` and `replay` print (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -92,7 +100,7 @@ pub enum GroupBy {
 }
 
 /// Why the run ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
     Duration,

@@ -423,7 +423,7 @@ fn readers_refuse_a_run_json_that_is_not_a_run() {
     for (name, why) in [
         ("null", "expected a JSON object, found null"),
         ("array", "expected a JSON object, found an array"),
-        ("no-totals", "no totals"),
+        ("no-totals", "missing field `totals`"),
         ("totals-lots", "invalid type: string \"lots\""),
         ("negative-count", "invalid value: integer `-943`"),
         ("schema-999", "schema_version 999 is newer"),

@@ -149,7 +149,7 @@ fn injected_drops_are_reported_exactly_and_exit_1() {
         .unwrap()
         .iter()
         .filter(|a| a["kind"] == "dropped-interrupt")
-        .map(|a| u64_at(a, "/dropped"))
+        .map(|a| u64_at(a, "/interrupts_dropped"))
         .sum();
     assert_eq!(recorded, injected);
     assert!(stdout.contains("injected self-test"));

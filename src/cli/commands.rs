@@ -529,7 +529,7 @@ fn run_command(args: &RunArgs) -> i32 {
     };
 
     let argv: Vec<String> = std::env::args().collect();
-    let files = match ResultsDir::create(&mut cfg, &argv) {
+    let files = match ResultsDir::create(&mut cfg, &argv, &fingerprint) {
         Ok(files) => files,
         Err(e @ OutError::Usage(_)) => {
             eprintln!("error: {e}");
@@ -564,7 +564,7 @@ fn run_command(args: &RunArgs) -> i32 {
             collect.console.clear_progress();
             let cause = format!("{e:#}");
             eprintln!("pmustress: cannot test here: {cause}");
-            if let Err(e) = collect.files.abandon(&cfg, &argv, &cause) {
+            if let Err(e) = collect.files.abandon(&cfg, &argv, &fingerprint, &cause) {
                 eprintln!(
                     "pmustress: could not record the cause in {}: {e:#}",
                     cfg.out.display()

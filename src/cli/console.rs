@@ -201,8 +201,11 @@ pub fn summary(r: &RunResults) -> String {
     let d = &t.deliveries;
     if !t.anomalies.is_empty() {
         let _ = writeln!(s, "anomalies by kind:");
-        for (kind, n) in &t.anomalies {
-            let _ = writeln!(s, "  {kind:<22} {n:>8}: {}", kind.advice());
+        // In the judge's order of kinds, with what each means.
+        for kind in AnomalyKind::ALL {
+            if let Some(n) = t.anomalies.get(kind.name()) {
+                let _ = writeln!(s, "  {kind:<22} {n:>8}: {}", kind.advice());
+            }
         }
     }
     let implied = match t.implied_overflows {

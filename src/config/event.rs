@@ -16,13 +16,13 @@ use std::fmt;
 use std::str::FromStr;
 
 use perf_event_open_sys::bindings as sys;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::cpu::{self, BranchEvent, CpuId};
 use crate::fingerprint::{ArchFamily, Fingerprint, Pmu, PseudoNmiVerdict};
 
 /// What the user asked for with `--event`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EventSpec {
     Branches,
@@ -124,7 +124,7 @@ impl Platform {
 }
 
 /// What to open, and how to describe and judge it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResolvedEvent {
     pub spec: EventSpec,
     /// perf_event_attr.type and .config.
@@ -137,7 +137,9 @@ pub struct ResolvedEvent {
     pub core: Option<String>,
     /// Default skid for this event on this CPU, before `--skid`.
     pub default_skid: Option<u64>,
-    /// Default interrupt skid (see `CoreModel::interrupt_skid`).
+    /// Default interrupt skid (see `CoreModel::interrupt_skid`); schema 1
+    /// had none.
+    #[serde(default)]
     pub default_interrupt_skid: Option<u64>,
     pub skid_unbounded: bool,
     /// PMU name, for messages about what it offers.

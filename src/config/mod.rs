@@ -10,14 +10,14 @@ pub mod event;
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::event::ResolvedEvent;
 use crate::domain::{MigrateMode, RearmMode, SwitchWitness};
 use crate::judge::JudgeConfig;
 
 /// Bisect mode: how many overflows without a drop make a "good".
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Bisect {
     /// Dropped interrupts per overflow that a bad kernel shows.
     pub bad_rate: f64,
@@ -29,8 +29,11 @@ pub struct Bisect {
     pub overflows_needed: u64,
 }
 
-/// Everything a run needs, validated; recorded verbatim in the results.
-#[derive(Debug, Clone, Serialize)]
+/// Everything a run needs, validated; recorded verbatim in the results and
+/// read back from them. Fields newer than schema 1 read as their default
+/// when absent (`runfile` sets a schema-1 interrupt skid to the skid, as it
+/// was then).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunConfig {
     pub event: ResolvedEvent,
     pub period: u64,
@@ -39,6 +42,7 @@ pub struct RunConfig {
     pub skid_source: String,
     /// How far past its overflow an interrupt (a sample's count) may land
     /// and still be on time: `--skid` when given, else the CPU table's.
+    #[serde(default)]
     pub interrupt_skid: u64,
     pub workers: usize,
     pub cpus: Vec<usize>,
@@ -50,13 +54,17 @@ pub struct RunConfig {
     pub interrupts_per_worker: Option<u64>,
     pub stop_after_anomalies: Option<u64>,
     /// Bisect mode: the plan, when asked for.
+    #[serde(default)]
     pub bisect: Option<Bisect>,
     pub include_kernel: bool,
     /// The PMU interrupt is an ordinary IRQ (arm64 without pseudo-NMI): an
     /// overflow pending at a context switch is lost there, never taken
     /// before the stop.
+    #[serde(default)]
     pub pmu_irq_maskable: bool,
-    /// What the run asked for; each worker records what it got.
+    /// What the run asked for; each worker records what it got (schema 1
+    /// had no witness).
+    #[serde(default = "crate::domain::no_switch_witness")]
     pub switch_witness: SwitchWitness,
     pub mode: RearmMode,
     pub inject_drop_every: Option<u64>,
@@ -69,6 +77,7 @@ pub struct RunConfig {
     pub out_given: bool,
     pub raw: bool,
     /// `--replace`: an `--out` that holds a run may be overwritten.
+    #[serde(default)]
     pub replace: bool,
     pub max_anomaly_lines: u64,
 }

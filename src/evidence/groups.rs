@@ -108,7 +108,7 @@ pub fn key_of(run: &LoadedRun, by: GroupBy) -> String {
         GroupBy::Host => run.fingerprint_str("/kernel/hostname/value"),
         GroupBy::InstanceType => run.fingerprint_str("/machine/dmi/product_name/value"),
         GroupBy::Kernel => run.fingerprint_str("/kernel/release/value"),
-        GroupBy::PseudoNmi => run.run.pseudo_nmi.as_ref().map(|p| p.verdict.as_str()),
+        GroupBy::PseudoNmi => run.run.pseudo_nmi().map(|p| p.verdict.as_str()),
     };
     match key.map(str::trim) {
         Some(k) if !k.is_empty() => k.to_string(),
@@ -138,12 +138,12 @@ fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
     let (mut overflows, mut dropped, mut self_tests) = (0u64, 0u64, 0);
     let mut all_clean = true;
     for r in members {
-        *verdicts.entry(verdict_name(r.run.verdict)).or_insert(0) += 1;
+        *verdicts.entry(verdict_name(r.run.verdict())).or_insert(0) += 1;
         if r.run.is_self_test() {
             self_tests += 1;
             continue;
         }
-        all_clean &= r.run.verdict == Verdict::Clean;
+        all_clean &= r.run.verdict() == Verdict::Clean;
         if !r.run.finished() {
             continue;
         }

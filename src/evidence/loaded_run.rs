@@ -18,7 +18,8 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde_json::Value;
 
-use crate::evidence::runfile::RunFile;
+use crate::evidence::results::AnomalyRecord;
+use crate::evidence::runfile::RunDocument;
 
 /// At most this many anomalies.csv rows are kept in memory (all are
 /// counted): report shows the first few, plot draws these.
@@ -28,13 +29,12 @@ pub const MAX_ANOMALY_ROWS: usize = 100_000;
 pub struct LoadedRun {
     pub dir: PathBuf,
     /// run.json, typed and checked.
-    pub run: RunFile,
+    pub run: RunDocument,
     /// All deltas of all workers, from the histogram logs.
     pub deltas: Histogram<u64>,
-    /// anomalies.csv rows as (header, values): the first `MAX_ANOMALY_ROWS`,
-    /// and none when the file contradicts run.json.
-    pub anomaly_header: Vec<String>,
-    pub anomaly_rows: Vec<Vec<String>>,
+    /// anomalies.csv's first `MAX_ANOMALY_ROWS` rows, none when the file
+    /// contradicts run.json.
+    pub anomalies: Vec<AnomalyRecord>,
     /// Rows in anomalies.csv.
     pub anomaly_count: u64,
     /// Why anomalies.csv's rows are not shown, if they are not.
@@ -60,17 +60,16 @@ impl LoadedRun {
             dir: dir.to_path_buf(),
             run,
             deltas,
-            anomaly_header: anomalies.header,
-            anomaly_rows: anomalies.rows,
+            anomalies: anomalies.rows,
             anomaly_count: anomalies.count,
             anomalies_note: None,
         };
         // run.json is the record: rows it does not count are not shown as
         // this run's (a file cut short by a full disk may hold fewer).
-        if let Some(t) = &loaded.run.totals {
+        if let Some(t) = &loaded.run.totals() {
             let partial = loaded
                 .run
-                .partial_files
+                .partial_files()
                 .iter()
                 .any(|f| f == "anomalies.csv");
             let fits = anomalies.by_kind.iter().all(|(k, n)| {
@@ -90,7 +89,7 @@ impl LoadedRun {
                     loaded.anomaly_count,
                     t.anomalies.values().sum::<u64>()
                 ));
-                loaded.anomaly_rows.clear();
+                loaded.anomalies.clear();
             }
         }
         Ok(loaded)
@@ -100,22 +99,25 @@ impl LoadedRun {
     /// `compare` refuses and `report` shows without rates).
     pub fn overflows(&self) -> u64 {
         self.run
-            .totals
+            .totals()
             .as_ref()
             .map_or(0, |t| t.accounted_overflows)
     }
 
     pub fn dropped(&self) -> u64 {
-        self.run.totals.as_ref().map_or(0, |t| t.dropped_interrupts)
+        self.run
+            .totals()
+            .as_ref()
+            .map_or(0, |t| t.dropped_interrupts)
     }
 
     pub fn verdict(&self) -> &'static str {
-        crate::evidence::runfile::verdict_name(self.run.verdict)
+        crate::evidence::runfile::verdict_name(self.run.verdict())
     }
 
     /// "exit 1", or "no exit status" for a run that did not finish.
     pub fn exit_text(&self) -> String {
-        match self.run.exit_status {
+        match self.run.exit_status() {
             Some(s) if self.run.finished() => format!("exit {s}"),
             Some(s) => format!("did not start, exit {s}"),
             None => "did not finish, no exit status".to_string(),
@@ -123,13 +125,13 @@ impl LoadedRun {
     }
 
     pub fn period(&self) -> u64 {
-        self.run.config.period
+        self.run.config().period
     }
 
     /// A string from the free-form fingerprint.
     pub(super) fn fingerprint_str(&self, pointer: &str) -> Option<&str> {
         self.run
-            .fingerprint
+            .fingerprint()
             .pointer(pointer)
             .and_then(Value::as_str)
     }
@@ -141,7 +143,7 @@ impl LoadedRun {
 
     /// The command's words, each shell-quoted.
     pub(super) fn command_words(&self) -> Vec<String> {
-        let mut argv: Vec<String> = self.run.argv.iter().map(|a| shell_quote(a)).collect();
+        let mut argv: Vec<String> = self.run.argv().iter().map(|a| shell_quote(a)).collect();
         if let Some(first) = argv.first_mut() {
             // The path the binary had on that machine says nothing here.
             *first = "pmustress".to_string();
@@ -226,18 +228,17 @@ pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
 }
 
 struct Anomalies {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
+    rows: Vec<AnomalyRecord>,
     count: u64,
     by_kind: BTreeMap<String, u64>,
 }
 
-/// anomalies.csv, streamed: every row counted by kind, the first
-/// `MAX_ANOMALY_ROWS` kept. A missing file is no rows; a FIFO or a bad
-/// row is an error.
+/// anomalies.csv, streamed into the writer's `AnomalyRecord`s (columns by
+/// name, so an older file without `interrupt_gap` reads): every row counted
+/// by kind, the first `MAX_ANOMALY_ROWS` kept. A missing file is no rows;
+/// a FIFO or a bad row is an error.
 fn read_anomalies(path: &Path) -> Result<Anomalies> {
     let mut out = Anomalies {
-        header: Vec::new(),
         rows: Vec::new(),
         count: 0,
         by_kind: BTreeMap::new(),
@@ -247,24 +248,12 @@ fn read_anomalies(path: &Path) -> Result<Anomalies> {
     }
     let (file, _) = crate::evidence::runfile::open_regular(path)?;
     let mut r = csv::Reader::from_reader(std::io::BufReader::new(file));
-    out.header = r
-        .headers()
-        .with_context(|| format!("reading {}", path.display()))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    let kind = out.header.iter().position(|h| h == "kind");
-    let mut record = csv::StringRecord::new();
-    while r
-        .read_record(&mut record)
-        .with_context(|| format!("reading {}", path.display()))?
-    {
+    for row in r.deserialize::<AnomalyRecord>() {
+        let row = row.with_context(|| format!("reading {}", path.display()))?;
         out.count += 1;
-        if let Some(k) = kind.and_then(|i| record.get(i)) {
-            *out.by_kind.entry(k.to_string()).or_insert(0) += 1;
-        }
+        *out.by_kind.entry(row.kind.clone()).or_insert(0) += 1;
         if out.rows.len() < MAX_ANOMALY_ROWS {
-            out.rows.push(record.iter().map(str::to_string).collect());
+            out.rows.push(row);
         }
     }
     Ok(out)

@@ -117,14 +117,10 @@ pub struct RunPlot {
     pub elapsed_s: f64,
 }
 
-fn column(header: &[String], name: &str) -> Option<usize> {
-    header.iter().position(|h| h == name)
-}
-
 impl RunPlot {
     pub fn from_run(r: &LoadedRun) -> RunPlot {
         let period = r.period();
-        let event = &r.run.config.event.spec;
+        let event = &r.run.config().event.spec;
         let title = format!(
             "{event}, period {period}: verdict {} ({})",
             r.verdict(),
@@ -134,7 +130,7 @@ impl RunPlot {
         if r.run.is_self_test() {
             flags.push("SELF-TEST (injected)".to_string());
         }
-        if r.run.config.event.software {
+        if r.run.config().event.software {
             flags.push("software event: does not test the PMU".to_string());
         }
         if !r.run.finished() {
@@ -151,7 +147,7 @@ impl RunPlot {
         let max_ratio = r.deltas.max() as f64 / period.max(1) as f64;
         let max_multiple = (max_ratio.ceil() as usize).clamp(4, MAX_MULTIPLE);
         let bins = report::delta_period_bins(&r.deltas, period, BINS_PER_PERIOD, max_multiple);
-        let skid = r.run.config.skid;
+        let skid = r.run.config().skid;
         let skid_ratio = if period > 0 {
             skid as f64 / period as f64
         } else {
@@ -170,7 +166,7 @@ impl RunPlot {
             anomalies,
             migrations,
             unplaced,
-            elapsed_s: r.run.elapsed_ns.unwrap_or(0) as f64 / 1e9,
+            elapsed_s: r.run.elapsed_ns().unwrap_or(0) as f64 / 1e9,
         }
     }
 }
@@ -178,32 +174,17 @@ impl RunPlot {
 /// Anomalies as points and their migrations as instants, both in seconds
 /// since the earliest of them.
 fn place_anomalies(r: &LoadedRun, run_period: u64) -> (Vec<Point>, Vec<f64>, usize) {
-    let h = &r.anomaly_header;
-    let (Some(time), Some(delta)) = (column(h, "time_ns"), column(h, "delta")) else {
-        return (Vec::new(), Vec::new(), r.anomaly_rows.len());
-    };
-    let period = column(h, "period");
-    let kind = column(h, "kind");
-    let since = column(h, "ns_since_migration");
-    let num = |row: &Vec<String>, i: Option<usize>| -> Option<u64> {
-        row.get(i?).and_then(|v| v.parse::<u64>().ok())
-    };
     // (time_ns, ratio, kind, migration time_ns)
     let mut raw = Vec::new();
     let mut unplaced = 0;
-    for row in &r.anomaly_rows {
-        let p = num(row, period).unwrap_or(run_period);
-        match (num(row, Some(time)), num(row, Some(delta))) {
-            (Some(t), Some(d)) if p > 0 => {
-                let moved = num(row, since).map(|s| t.saturating_sub(s));
-                let k = kind
-                    .and_then(|i| row.get(i))
-                    .cloned()
-                    .unwrap_or_else(|| "?".to_string());
-                raw.push((t, d as f64 / p as f64, k, moved));
-            }
-            _ => unplaced += 1,
+    for a in &r.anomalies {
+        let p = if a.period > 0 { a.period } else { run_period };
+        if p == 0 {
+            unplaced += 1;
+            continue;
         }
+        let moved = a.ns_since_migration.map(|s| a.time_ns.saturating_sub(s));
+        raw.push((a.time_ns, a.delta as f64 / p as f64, a.kind.clone(), moved));
     }
     let t0 = raw
         .iter()

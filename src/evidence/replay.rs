@@ -156,87 +156,63 @@ pub struct DirReplay {
 }
 
 pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
-    let path = dir.join("run.json");
-    let bytes = crate::evidence::runfile::read_bounded(
-        &path,
-        crate::evidence::runfile::MAX_RUN_JSON_BYTES,
-    )?;
-    // The same checks as every reader's: a file report refuses is refused.
-    let run = crate::evidence::runfile::RunFile::parse(&bytes)
-        .with_context(|| path.display().to_string())?;
-    let json: Value =
-        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))?;
-    let cfg: JudgeConfig = serde_json::from_value(json.get("judge").cloned().context(
+    // The same reading as every reader's: a file report refuses is refused.
+    let run = crate::evidence::runfile::read(dir)?;
+    let cfg: JudgeConfig = *run.judge().context(
         "run.json has no \"judge\" settings (written by pmustress before replay existed?)",
-    )?)
-    .context("reading run.json's \"judge\" settings")?;
+    )?;
     let stream = read_stream(&dir.join("raw.csv.gz"))?;
     let replayed = judge(&stream.rows, cfg);
     let mut differences = Vec::new();
     let finished = run.finished();
-    if finished {
+    if let Some(recorded) = run.results() {
+        let t = &recorded.totals;
         compare(
             "totals.interrupts",
-            json.pointer("/totals/interrupts"),
+            &t.interrupts,
             &replayed.interrupts,
             &mut differences,
         );
         compare(
             "totals.deliveries",
-            json.pointer("/totals/deliveries"),
+            &t.deliveries,
             &replayed.deliveries,
             &mut differences,
         );
-        for w in json
-            .get("workers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(n) = w.get("worker").and_then(Value::as_u64) else {
-                continue;
-            };
-            let mine = replayed.workers.get(&(n as usize));
+        for w in &recorded.workers {
+            let n = w.worker;
+            let mine = replayed.workers.get(&n);
             let empty = (InterruptTotals::default(), DeliveryTotals::default());
             let (i, d) = mine.unwrap_or(&empty);
             compare(
                 &format!("workers[{n}].interrupts"),
-                w.get("interrupts"),
+                &w.counts.interrupts,
                 i,
                 &mut differences,
             );
             compare(
                 &format!("workers[{n}].deliveries"),
-                w.get("deliveries"),
+                &w.counts.deliveries,
                 d,
                 &mut differences,
             );
         }
     }
-    let run_verdict = crate::evidence::runfile::verdict_name(run.verdict).to_string();
-    let run_exit_status = run.exit_status.map(i64::from);
+    let run_verdict = crate::evidence::runfile::verdict_name(run.verdict()).to_string();
+    let run_exit_status = run.exit_status().map(i64::from);
     // run.json's reasons that the stream does not give: those the run's own
     // totals would not produce either.
-    let stream_words: Vec<String> = match (
-        json.pointer("/totals/interrupts")
-            .cloned()
-            .and_then(|v| serde_json::from_value::<InterruptTotals>(v).ok()),
-        json.pointer("/totals/deliveries")
-            .cloned()
-            .and_then(|v| serde_json::from_value::<DeliveryTotals>(v).ok()),
-    ) {
-        (Some(i), Some(d)) => stream_reasons(
-            &i,
-            &d,
-            json.pointer("/totals/expected_coincidences")
-                .and_then(Value::as_f64)
-                .unwrap_or(0.0),
+    let stream_words: Vec<String> = match run.totals() {
+        Some(t) => stream_reasons(
+            &t.interrupts,
+            &t.deliveries,
+            t.expected_coincidences,
             cfg.software,
         ),
-        _ => Vec::new(),
+        None => Vec::new(),
     };
     let other: Vec<String> = run
-        .inconclusive_because
+        .inconclusive_because()
         .iter()
         .filter(|r| !stream_words.contains(r))
         .cloned()
@@ -263,29 +239,23 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     })
 }
 
-/// Field-by-field differences between run.json's object and ours.
+/// Field-by-field differences between run.json's totals and ours (a
+/// field added after the run was recorded reads as zero there).
 fn compare<T: Serialize>(
     name: &str,
-    recorded: Option<&Value>,
+    recorded: &T,
     ours: &T,
     out: &mut Vec<(String, String, String)>,
 ) {
-    let ours = serde_json::to_value(ours).unwrap_or(Value::Null);
-    let Some(Value::Object(recorded)) = recorded else {
-        out.push((name.to_string(), "missing".to_string(), ours.to_string()));
+    let (Ok(Value::Object(recorded)), Ok(Value::Object(ours))) =
+        (serde_json::to_value(recorded), serde_json::to_value(ours))
+    else {
         return;
     };
-    if let Value::Object(ours) = &ours {
-        for (k, v) in ours {
-            // A field added after the run was recorded is no difference
-            // while it is zero.
-            if !recorded.contains_key(k) && v.as_u64() == Some(0) {
-                continue;
-            }
-            let theirs = recorded.get(k).cloned().unwrap_or(Value::Null);
-            if &theirs != v {
-                out.push((format!("{name}.{k}"), theirs.to_string(), v.to_string()));
-            }
+    for (k, v) in &ours {
+        let theirs = recorded.get(k).cloned().unwrap_or(Value::Null);
+        if &theirs != v {
+            out.push((format!("{name}.{k}"), theirs.to_string(), v.to_string()));
         }
     }
 }

@@ -78,7 +78,7 @@ fn machine_line(r: &LoadedRun) -> String {
     }
     let clusters = r
         .run
-        .fingerprint
+        .fingerprint()
         .pointer("/cpus/clusters")
         .and_then(Value::as_array)
         .cloned()
@@ -210,22 +210,22 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                 "",
             );
         }
-        if r.run.config.event.software {
+        if r.run.config().event.software {
             wrap_into(&mut s, "software event: does not test the PMU.", "");
         }
         wrap_into(&mut s, &format!("machine: {}", machine_line(r)), "");
         wrap_into(&mut s, &format!("kernel: {}", kernel_line(r)), "");
-        let pnmi = r.run.pseudo_nmi.as_ref();
+        let pnmi = r.run.pseudo_nmi();
         let verdict = pnmi.map_or("unknown", |p| p.verdict.as_str());
         wrap_into(&mut s, &format!("pseudo-NMI: {verdict}"), "");
         for e in pnmi.iter().flat_map(|p| &p.evidence).take(2) {
             wrap_into(&mut s, &format!("evidence: {e}"), "  ");
         }
-        let event = &r.run.config.event.description;
-        let skid = r.run.config.skid;
+        let event = &r.run.config().event.description;
+        let skid = r.run.config().skid;
         // Older results have no interrupt skid: it was the skid then.
-        let interrupt_skid = match r.run.config.interrupt_skid {
-            Some(v) if v != skid => format!(", interrupt skid {v}"),
+        let interrupt_skid = match r.run.config().interrupt_skid {
+            v if v != skid => format!(", interrupt skid {v}"),
             _ => String::new(),
         };
         wrap_into(
@@ -241,7 +241,7 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
         } else {
             reproduce_lines(&mut s, &r.command_words());
         }
-        if let Some(cause) = &r.run.setup_failure {
+        if let Some(cause) = &r.run.setup_failure() {
             wrap_into(&mut s, &format!("the run could not start: {cause}"), "");
         } else if !r.run.finished() {
             wrap_into(
@@ -250,13 +250,13 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                 "",
             );
         }
-        let secs = r.run.elapsed_ns.unwrap_or(0) as f64 / 1e9;
+        let secs = r.run.elapsed_ns().unwrap_or(0) as f64 / 1e9;
         let (pm, ci) = if r.run.finished() {
             rate_cells(r.overflows(), r.dropped())
         } else {
             ("-".into(), "-".into())
         };
-        let (overflows, dropped) = match &r.run.totals {
+        let (overflows, dropped) = match &r.run.totals() {
             Some(t) => (
                 t.accounted_overflows.to_string(),
                 t.dropped_interrupts.to_string(),
@@ -281,7 +281,7 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                 "{overflows:>12} {dropped:>9} {pm:>12} {ci:>22} {secs:>7.1}",
             );
         }
-        if let Some(t) = r.run.totals.as_ref().filter(|t| !t.anomalies.is_empty()) {
+        if let Some(t) = r.run.totals().as_ref().filter(|t| !t.anomalies.is_empty()) {
             let list: Vec<String> = t
                 .anomalies
                 .iter()
@@ -291,49 +291,34 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
         }
         for w in r
             .run
-            .warnings
+            .warnings()
             .iter()
-            .chain(&r.run.inconclusive_because)
+            .chain(r.run.inconclusive_because())
             .chain(&r.anomalies_note)
         {
             wrap_into(&mut s, &format!("note: {w}"), "");
         }
         histogram_block(&mut s, r, md);
-        if !r.anomaly_rows.is_empty() && first_anomalies > 0 {
+        if !r.anomalies.is_empty() && first_anomalies > 0 {
             let _ = writeln!(
                 s,
                 "first {} of {} anomalies:",
-                first_anomalies.min(r.anomaly_rows.len()),
+                first_anomalies.min(r.anomalies.len()),
                 r.anomaly_count
             );
-            let col = |row: &Vec<String>, name: &str| {
-                r.anomaly_header
-                    .iter()
-                    .position(|h| h == name)
-                    .and_then(|i| row.get(i).cloned())
-                    .unwrap_or_default()
-            };
-            for row in r.anomaly_rows.iter().take(first_anomalies) {
-                let since = col(row, "ns_since_migration");
-                let since = since
-                    .parse::<u64>()
+            for a in r.anomalies.iter().take(first_anomalies) {
+                let since = a
+                    .ns_since_migration
                     .map(|ns| format!(", {} us after migration", ns / 1000))
                     .unwrap_or_default();
-                let gap = col(row, "interrupt_gap");
-                let gap = if gap.is_empty() {
-                    gap
-                } else {
-                    format!(", interrupts {gap} apart")
-                };
+                let gap = a
+                    .interrupt_gap
+                    .map(|g| format!(", interrupts {g} apart"))
+                    .unwrap_or_default();
+                let before = a.cpu_before.map(|c| c.to_string()).unwrap_or_default();
                 let line = format!(
-                    "worker {} #{}: delta {} {} ({} missed), cpu {} -> {}{since}{gap}",
-                    col(row, "worker"),
-                    col(row, "signal_seq"),
-                    col(row, "delta"),
-                    col(row, "kind"),
-                    col(row, "overflows_missed"),
-                    col(row, "cpu_before"),
-                    col(row, "cpu_after"),
+                    "worker {} #{}: delta {} {} ({} missed), cpu {before} -> {}{since}{gap}",
+                    a.worker, a.signal_seq, a.delta, a.kind, a.overflows_missed, a.cpu_after,
                 );
                 wrap_into(&mut s, &line, if md { "- " } else { "  " });
             }
@@ -351,7 +336,7 @@ pub struct RunSummary {
     /// None for a run that did not finish.
     pub exit_status: Option<i32>,
     pub injected: bool,
-    pub pseudo_nmi: Option<crate::evidence::runfile::PseudoNmi>,
+    pub pseudo_nmi: Option<crate::fingerprint::PseudoNmi>,
     pub command: String,
     /// None (with the rate) for a run that did not finish.
     pub overflows: Option<u64>,
@@ -364,20 +349,20 @@ pub fn summary(r: &LoadedRun) -> RunSummary {
     RunSummary {
         dir: r.dir.display().to_string(),
         verdict: r.verdict().to_string(),
-        exit_status: r.run.exit_status,
+        exit_status: r.run.exit_status(),
         injected: r.run.is_self_test(),
-        pseudo_nmi: r.run.pseudo_nmi.clone(),
+        pseudo_nmi: r.run.pseudo_nmi().cloned(),
         command: r.command(),
-        overflows: r.run.totals.as_ref().map(|t| t.accounted_overflows),
-        dropped: r.run.totals.as_ref().map(|t| t.dropped_interrupts),
-        rate: r.run.totals.as_ref().map(|t| {
+        overflows: r.run.totals().as_ref().map(|t| t.accounted_overflows),
+        dropped: r.run.totals().as_ref().map(|t| t.dropped_interrupts),
+        rate: r.run.totals().as_ref().map(|t| {
             Rate::new(
                 t.dropped_interrupts,
                 t.accounted_overflows,
                 crate::domain::CONFIDENCE,
             )
         }),
-        setup_failure: r.run.setup_failure.clone(),
+        setup_failure: r.run.setup_failure().map(str::to_string),
     }
 }
 

@@ -1,13 +1,23 @@
 /*!
-Results: what a run measured, summed up and judged, as one serde structure.
+Results: run.json's schema and anomalies.csv's columns, as the writer writes
+them and every reader reads them: the same types, Serialize and Deserialize.
 
-`RunResults` is run.json's schema: per-worker and total counts (the
+run.json has two stages. `RunStarted` is what it says from the moment a run
+starts (verdict `incomplete`: the run is going, was killed, or could not
+start). `RunResults` is the finished run: per-worker and total counts (the
 interrupt judgement, the delivery judgement, and the final count as an
 independent check of the overflow accounting), the delta and interrupt
 latency distributions, and the verdict with its exit status. `verdict`
-builds it from the engine's `RunRecord`. It is written to `run.json`
-(atomically) and rendered by `cli::console` at the end of a run and by
-`report` when read back.
+builds it from the engine's `RunRecord`; `results_dir` writes both stages
+(atomically); `runfile` reads either back as a `RunDocument`;
+`cli::console` renders it at the end of a run and `report` when read back.
+`AnomalyRecord` is one anomaly, as run.json's list and anomalies.csv's rows
+both hold it.
+
+Older files read into the same types: fields a version did not have are
+`#[serde(default)]` (schema 1 had no interrupt or delivery judgement, so
+those counts read as zero there; `runfile` says so), and the anomaly
+columns renamed in schema 3 keep their old names as aliases.
 
 This file imports neither the engine nor clap (tests/architecture.rs checks
 it): the schema can be read without knowing how a run is made.
@@ -20,9 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
 use crate::domain::{CONFIDENCE, EXIT_CANNOT_TEST, StopReason, SwitchWitness};
-use crate::fingerprint::PseudoNmi;
+use crate::fingerprint::{Fingerprint, PseudoNmi};
 use crate::judge::stats::Rate;
-use crate::judge::{Anomaly, AnomalyKind, DeliveryTotals, InterruptTotals};
+use crate::judge::{Anomaly, DeliveryTotals, InterruptTotals};
 
 /// A run that saw no dropped interrupt is only "clean" if its overflows
 /// bound the dropped rate below this (one-sided, at `CONFIDENCE`): zero
@@ -52,7 +62,7 @@ pub enum Verdict {
 }
 
 /// Delta distribution summary (events, or ns for software clocks).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DeltaStats {
     pub count: u64,
     pub min: Option<u64>,
@@ -80,7 +90,7 @@ impl DeltaStats {
 
 /// Interrupt lateness: how far past its due point the interrupt was taken,
 /// as a fraction of the period.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LatencyStats {
     pub count: u64,
     pub p50: Option<f64>,
@@ -105,8 +115,10 @@ impl LatencyStats {
     }
 }
 
-/// Counts for one worker or for the whole run.
-#[derive(Debug, Clone, Default, Serialize)]
+/// Counts for one worker or for the whole run. A count a schema did not
+/// have reads as zero.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counts {
     /// Every overflow, judged from the kernel's records alone.
     pub interrupts: InterruptTotals,
@@ -136,8 +148,9 @@ pub struct Counts {
     /// interrupt skid + 1) / period): the expected number of coincidences
     /// among the ambiguous.
     pub expected_coincidences: f64,
-    /// Anomalies by kind.
-    pub anomalies: BTreeMap<AnomalyKind, u64>,
+    /// Anomaly windows by kind, by the kind's name (`AnomalyKind::name`; a
+    /// kind an older schema had, such as schema 1's `late`, reads as written).
+    pub anomalies: BTreeMap<String, u64>,
     pub migrations_requested: u64,
     pub migrations_failed: u64,
     /// se.nr_migrations growth, when the kernel exposes it.
@@ -155,26 +168,203 @@ pub struct Counts {
     pub dropped_rate: Option<Rate>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerResult {
     pub worker: usize,
     pub final_count: Option<u64>,
     pub stalled: Option<String>,
-    /// How this worker's event stops were witnessed.
+    /// How this worker's event stops were witnessed (schema 1: none were).
+    #[serde(default = "crate::domain::no_switch_witness")]
     pub switch_witness: SwitchWitness,
-    /// Bytes of its sample ring's record area.
+    /// Bytes of its sample ring's record area (schema 1 did not say).
+    #[serde(default)]
     pub ring_bytes: usize,
     #[serde(flatten)]
     pub counts: Counts,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolInfo {
-    pub name: &'static str,
-    pub version: &'static str,
+    pub name: String,
+    pub version: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+impl ToolInfo {
+    /// This pmustress.
+    pub fn this() -> ToolInfo {
+        ToolInfo {
+            name: env!("CARGO_PKG_NAME").to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// One anomaly, as run.json's `anomalies` list and anomalies.csv's rows
+/// both hold it: the columns are these fields, in this order, and nowhere
+/// else (`anomaly_columns`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnomalyRecord {
+    pub worker: usize,
+    /// The last overflow signal before it (1-based; 0: none yet).
+    pub signal_seq: u64,
+    pub time_ns: u64,
+    /// Interrupt kinds: the count between the interrupts around it.
+    /// Delivery kinds: how far past its interrupt the signal read.
+    pub delta: u64,
+    pub period: u64,
+    pub skid: u64,
+    /// `AnomalyKind::name` (older schemas' kinds read as written).
+    pub kind: String,
+    /// Overflows it concerns (run.json said `missed` before schema 3).
+    #[serde(alias = "missed")]
+    pub overflows_missed: u64,
+    /// Of those, interrupts that never happened (`dropped` before).
+    #[serde(alias = "dropped")]
+    pub interrupts_dropped: u64,
+    /// Overflows discarded on purpose among them.
+    pub injected: u64,
+    pub cpu_before: Option<u32>,
+    pub cpu_after: u32,
+    /// Since the migrator last moved this worker (`since_migration_ns`).
+    #[serde(alias = "since_migration_ns")]
+    pub ns_since_migration: Option<u64>,
+    /// Interrupts (sample records) seen so far (`kernel_samples`).
+    #[serde(alias = "kernel_samples")]
+    pub kernel_samples_in_window: u64,
+    /// The count between the two interrupts around it (schema 1: none).
+    #[serde(default)]
+    pub interrupt_gap: Option<u64>,
+}
+
+impl From<&Anomaly> for AnomalyRecord {
+    fn from(a: &Anomaly) -> AnomalyRecord {
+        AnomalyRecord {
+            worker: a.worker,
+            signal_seq: a.signal_seq,
+            time_ns: a.time_ns,
+            delta: a.delta,
+            period: a.period,
+            skid: a.skid,
+            kind: a.kind.name().to_string(),
+            overflows_missed: a.missed,
+            interrupts_dropped: a.dropped,
+            injected: a.injected,
+            cpu_before: a.cpu_before,
+            cpu_after: a.cpu_after,
+            ns_since_migration: a.since_migration_ns,
+            kernel_samples_in_window: a.kernel_samples,
+            interrupt_gap: a.interrupt_gap,
+        }
+    }
+}
+
+/// anomalies.csv's header: `AnomalyRecord`'s field names, as serde spells
+/// them (so the header cannot drift from the rows).
+pub fn anomaly_columns() -> Vec<String> {
+    let example = AnomalyRecord {
+        worker: 0,
+        signal_seq: 0,
+        time_ns: 0,
+        delta: 0,
+        period: 0,
+        skid: 0,
+        kind: String::new(),
+        overflows_missed: 0,
+        interrupts_dropped: 0,
+        injected: 0,
+        cpu_before: None,
+        cpu_after: 0,
+        ns_since_migration: None,
+        kernel_samples_in_window: 0,
+        interrupt_gap: None,
+    };
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.serialize(&example);
+    let bytes = w.into_inner().unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let header = text.lines().next().unwrap_or_default();
+    header.split(',').map(str::to_string).collect()
+}
+
+/// run.json from the moment a run starts until it ends: verdict
+/// `incomplete`, what was asked and how to judge its stream. If the run is
+/// killed this is what stays; if it cannot start, `setup_failure` says why
+/// (with exit status 125).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunStarted {
+    pub schema_version: u32,
+    /// Absent in files written before schema 3.
+    #[serde(default)]
+    pub tool: Option<ToolInfo>,
+    pub verdict: Verdict,
+    #[serde(default)]
+    pub note: String,
+    /// The exact command line.
+    pub argv: Vec<String>,
+    pub config: RunConfig,
+    /// How to judge raw.csv.gz again, should the run never finish.
+    #[serde(default)]
+    pub judge: Option<crate::judge::JudgeConfig>,
+    #[serde(default)]
+    pub started_unix_s: Option<u64>,
+    /// The machine, known before the run starts: a killed run still says
+    /// where it ran (absent before schema 3).
+    #[serde(default)]
+    pub pseudo_nmi: Option<PseudoNmi>,
+    #[serde(default)]
+    pub fingerprint: serde_json::Value,
+    /// Set only when the run could not start: 125, cannot test here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_failure: Option<String>,
+}
+
+impl RunStarted {
+    /// While the run goes on (and what a killed run leaves).
+    pub fn going(
+        cfg: &RunConfig,
+        argv: &[String],
+        machine: &Fingerprint,
+        started_unix_s: u64,
+    ) -> RunStarted {
+        RunStarted {
+            schema_version: crate::domain::SCHEMA_VERSION,
+            tool: Some(ToolInfo::this()),
+            verdict: Verdict::Incomplete,
+            note:
+                "the run has not finished (or was killed): see anomalies.csv and the histogram logs"
+                    .to_string(),
+            argv: argv.to_vec(),
+            config: cfg.clone(),
+            judge: Some(cfg.judge_config()),
+            started_unix_s: Some(started_unix_s),
+            pseudo_nmi: Some(machine.pseudo_nmi().clone()),
+            fingerprint: serde_json::to_value(machine).unwrap_or(serde_json::Value::Null),
+            exit_status: None,
+            setup_failure: None,
+        }
+    }
+
+    /// The run could not start: 125, cannot test here, and why.
+    pub fn never_started(
+        cfg: &RunConfig,
+        argv: &[String],
+        machine: &Fingerprint,
+        started_unix_s: u64,
+        cause: String,
+    ) -> RunStarted {
+        RunStarted {
+            note: "the run could not start: see setup_failure".to_string(),
+            exit_status: Some(EXIT_CANNOT_TEST),
+            setup_failure: Some(cause),
+            ..RunStarted::going(cfg, argv, machine, started_unix_s)
+        }
+    }
+}
+
+/// run.json once the run has ended with a verdict.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResults {
     pub schema_version: u32,
     pub tool: ToolInfo,
@@ -182,8 +372,9 @@ pub struct RunResults {
     pub argv: Vec<String>,
     pub config: RunConfig,
     /// How the stream was judged: `pmustress replay` judges raw.csv.gz
-    /// again with it.
-    pub judge: crate::judge::JudgeConfig,
+    /// again with it (schema 1 had none).
+    #[serde(default)]
+    pub judge: Option<crate::judge::JudgeConfig>,
     /// The pseudo-NMI verdict with its evidence (also inside `fingerprint`).
     pub pseudo_nmi: PseudoNmi,
     /// The machine, as `pmustress env --json` prints it.
@@ -200,14 +391,17 @@ pub struct RunResults {
     pub max_sample_rate_before: Option<u64>,
     pub max_sample_rate_after: Option<u64>,
     /// The first anomalies, in order (all are counted in totals).
-    pub anomalies: Vec<Anomaly>,
+    pub anomalies: Vec<AnomalyRecord>,
     pub anomalies_not_recorded: u64,
     /// Things a reader must know that do not change the verdict.
+    #[serde(default)]
     pub warnings: Vec<String>,
     /// Why the verdict is inconclusive, if it is.
+    #[serde(default)]
     pub inconclusive_because: Vec<String>,
     /// Files a failed write left short (cut back to their last complete
     /// line): what they hold is true but not everything.
+    #[serde(default)]
     pub partial_files: Vec<String>,
     pub verdict: Verdict,
     pub exit_status: i32,

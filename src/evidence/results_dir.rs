@@ -43,6 +43,8 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 
 use crate::config::RunConfig;
+use crate::evidence::results::{AnomalyRecord, RunStarted, anomaly_columns};
+use crate::fingerprint::Fingerprint;
 use crate::judge::stream::{self, Row};
 use crate::judge::{Anomaly, ClosedWindow, Observation};
 
@@ -104,57 +106,6 @@ pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         anyhow::Error::new(e).context(format!("renaming {} to {}", tmp.display(), path.display()))
     })
-}
-
-/// What `run.json` says while the run is still going (or if it never ends,
-/// or could not start: then `setup_failure` says why).
-#[derive(Serialize)]
-struct Incomplete<'a> {
-    schema_version: u32,
-    verdict: crate::evidence::results::Verdict,
-    note: &'static str,
-    argv: &'a [String],
-    config: &'a RunConfig,
-    /// How to judge raw.csv.gz again, should the run never finish.
-    judge: crate::judge::JudgeConfig,
-    started_unix_s: u64,
-    /// Set only when the run could not start: 125, cannot test here.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exit_status: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    setup_failure: Option<String>,
-}
-
-impl<'a> Incomplete<'a> {
-    /// While the run goes on (and what a killed run leaves).
-    fn going(cfg: &'a RunConfig, argv: &'a [String], started_unix_s: u64) -> Incomplete<'a> {
-        Incomplete {
-            schema_version: crate::domain::SCHEMA_VERSION,
-            verdict: crate::evidence::results::Verdict::Incomplete,
-            note: "the run has not finished (or was killed): see anomalies.csv and the histogram logs",
-            argv,
-            config: cfg,
-            judge: cfg.judge_config(),
-            started_unix_s,
-            exit_status: None,
-            setup_failure: None,
-        }
-    }
-
-    /// The run could not start: 125, cannot test here, and why.
-    fn never_started(
-        cfg: &'a RunConfig,
-        argv: &'a [String],
-        started_unix_s: u64,
-        cause: String,
-    ) -> Incomplete<'a> {
-        Incomplete {
-            note: "the run could not start: see setup_failure",
-            exit_status: Some(crate::domain::EXIT_CANNOT_TEST),
-            setup_failure: Some(cause),
-            ..Incomplete::going(cfg, argv, started_unix_s)
-        }
-    }
 }
 
 /// A file that is never written again after its first failed write (so a
@@ -430,7 +381,11 @@ impl ResultsDir {
     /// Claims the directory (see `claim`) and creates its files before
     /// measuring, so an unwritable path or a full disk is reported before
     /// any work is done. `cfg.out` is updated to the directory used.
-    pub fn create(cfg: &mut RunConfig, argv: &[String]) -> Result<ResultsDir, OutError> {
+    pub fn create(
+        cfg: &mut RunConfig,
+        argv: &[String],
+        machine: &Fingerprint,
+    ) -> Result<ResultsDir, OutError> {
         let (dir, lock) = claim(&cfg.out, cfg.out_given, cfg.replace)?;
         cfg.out = dir.clone();
         let dir = dir.as_path();
@@ -469,20 +424,21 @@ impl ResultsDir {
                 let _ = write_json_atomically(
                     dir,
                     "run.json",
-                    &Incomplete::never_started(cfg, argv, started_unix_s, cause.clone()),
+                    &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.clone()),
                 );
             } else {
                 let _ = std::fs::remove_file(dir.join("run.json"));
             }
             err
         };
-        Self::start_files(dir, cfg, argv, started, started_unix_s, lock).map_err(fail)
+        Self::start_files(dir, cfg, argv, machine, started, started_unix_s, lock).map_err(fail)
     }
 
     fn start_files(
         dir: &Path,
         cfg: &RunConfig,
         argv: &[String],
+        machine: &Fingerprint,
         started: SystemTime,
         started_unix_s: u64,
         lock: File,
@@ -491,7 +447,7 @@ impl ResultsDir {
         write_json_atomically(
             dir,
             "run.json",
-            &Incomplete::going(cfg, argv, started_unix_s),
+            &RunStarted::going(cfg, argv, machine, started_unix_s),
         )?;
         // Headers are written by hand so that a run without rows still has them.
         let csv_writer = |f| csv::WriterBuilder::new().has_headers(false).from_writer(f);
@@ -535,7 +491,7 @@ impl ResultsDir {
             failed: None,
         };
         // Headers now, so even an empty run has well-formed CSVs.
-        out.anomalies.write_record(ANOMALY_HEADER)?;
+        out.anomalies.write_record(anomaly_columns())?;
         if let Some(raw) = &mut out.raw {
             raw.write_record(["worker", "signal_seq", "time_ns", "delta", "cpu"])?;
         }
@@ -587,7 +543,7 @@ impl ResultsDir {
         if self.failed.is_some() {
             return;
         }
-        let row = AnomalyRow::from(a);
+        let row = AnomalyRecord::from(a);
         if let Err(e) = self.anomalies.serialize(row) {
             self.fail(e);
         }
@@ -595,7 +551,13 @@ impl ResultsDir {
 
     /// The run could not start (`cause`, exit 125): run.json says so, and
     /// the reserve is given back.
-    pub fn abandon(self, cfg: &RunConfig, argv: &[String], cause: &str) -> Result<()> {
+    pub fn abandon(
+        self,
+        cfg: &RunConfig,
+        argv: &[String],
+        machine: &Fingerprint,
+        cause: &str,
+    ) -> Result<()> {
         // Close the files first: out of file descriptors is a common cause.
         drop(self.anomalies);
         drop(self.raw);
@@ -608,7 +570,7 @@ impl ResultsDir {
         write_json_atomically(
             &self.dir,
             "run.json",
-            &Incomplete::never_started(cfg, argv, started_unix_s, cause.to_string()),
+            &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.to_string()),
         )
     }
 
@@ -740,66 +702,6 @@ impl ResultsDir {
 /// Why results are incomplete on disk, in run.json and on the console alike.
 pub fn unsaved(dir: &Path, e: &anyhow::Error) -> String {
     format!("could not save all results in {}: {e:#}", dir.display())
-}
-
-const ANOMALY_HEADER: [&str; 15] = [
-    "worker",
-    "signal_seq",
-    "time_ns",
-    "delta",
-    "period",
-    "skid",
-    "kind",
-    "overflows_missed",
-    "interrupts_dropped",
-    "injected",
-    "cpu_before",
-    "cpu_after",
-    "ns_since_migration",
-    "kernel_samples_in_window",
-    "interrupt_gap",
-];
-
-/// One anomalies.csv row, in ANOMALY_HEADER order.
-#[derive(Serialize)]
-struct AnomalyRow<'a> {
-    worker: usize,
-    signal_seq: u64,
-    time_ns: u64,
-    delta: u64,
-    period: u64,
-    skid: u64,
-    kind: &'a str,
-    overflows_missed: u64,
-    interrupts_dropped: u64,
-    injected: u64,
-    cpu_before: Option<u32>,
-    cpu_after: u32,
-    ns_since_migration: Option<u64>,
-    kernel_samples_in_window: u64,
-    interrupt_gap: Option<u64>,
-}
-
-impl<'a> From<&'a Anomaly> for AnomalyRow<'a> {
-    fn from(a: &'a Anomaly) -> AnomalyRow<'a> {
-        AnomalyRow {
-            worker: a.worker,
-            signal_seq: a.signal_seq,
-            time_ns: a.time_ns,
-            delta: a.delta,
-            period: a.period,
-            skid: a.skid,
-            kind: a.kind.name(),
-            overflows_missed: a.missed,
-            interrupts_dropped: a.dropped,
-            injected: a.injected,
-            cpu_before: a.cpu_before,
-            cpu_after: a.cpu_after,
-            ns_since_migration: a.since_migration_ns,
-            kernel_samples_in_window: a.kernel_samples,
-            interrupt_gap: a.interrupt_gap,
-        }
-    }
 }
 
 /// HdrHistogram's classic percentile text (`.hgrm`), as Java's

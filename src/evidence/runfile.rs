@@ -1,29 +1,33 @@
 /*!
 `run.json` as every reader takes it (`report`, `compare`, `plot`,
-`--baseline`, `replay`): one typed schema, checked, instead of JSON values
-read with defaults (which turned `null`, `[1,2,3]`, `"totals": "lots"` or a
-negative count into a run of zero overflows with a "clean" verdict).
+`--baseline`, `replay`): the writer's own types (`results::RunStarted` while
+a run is unfinished, `results::RunResults` once it has a verdict), parsed
+and checked, never JSON values read with defaults (which turned `null`,
+`[1,2,3]`, `"totals": "lots"` or a negative count into a run of zero
+overflows with a "clean" verdict).
 
-The fields are the writer's (`results::RunResults`, and `results_dir`'s
-incomplete form), with the writer's types: the `Verdict` enum itself, u64
+Every field is read with the writer's type: the `Verdict` enum itself, u64
 counts (a negative or fractional count, or a string, is refused by serde),
-i32 exit statuses. Fields a reader does not use are not read (the
-fingerprint stays free-form JSON, as it is written). Schema versions 1 (the
-recorded fixtures) and 2 read; anything newer is refused with "upgrade".
+i32 exit statuses; only the fingerprint stays free-form JSON, as it is
+written. Schema versions 1 to 3 read (older fields by the defaults and
+aliases `results` declares; schema 1's single skid is its interrupt skid);
+anything newer is refused with "upgrade".
 
-Parsing is pure (bytes in, `RunFile` or one line out); reading the file,
+Parsing is pure (bytes in, `RunDocument` or one line out); reading the file,
 bounded and refusing anything but a regular file, is `read`.
 */
 
-use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
+use crate::config::RunConfig;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, SCHEMA_VERSION};
-use crate::evidence::results::Verdict;
+use crate::evidence::results::{Counts, RunResults, RunStarted, Verdict};
+use crate::fingerprint::PseudoNmi;
+use crate::judge::JudgeConfig;
 
 /// The largest run.json read. The writer's, at most 1,000 anomalies, the
 /// fingerprint and one entry per worker (1,024 workers at most, ~2 KiB
@@ -33,84 +37,18 @@ pub const MAX_RUN_JSON_BYTES: u64 = 16 << 20;
 /// The oldest schema version still read.
 pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
-/// What the readers take from run.json.
-#[derive(Debug, Clone, Deserialize)]
-pub struct RunFile {
-    pub schema_version: u32,
-    pub verdict: Verdict,
-    /// The process's exit status; none while the run is going or after it
-    /// was killed.
-    #[serde(default)]
-    pub exit_status: Option<i32>,
-    /// The exact command line.
-    pub argv: Vec<String>,
-    pub config: Config,
-    /// --inject-drop-every discarded overflows on purpose.
-    #[serde(default)]
-    pub injected: bool,
-    #[serde(default)]
-    pub elapsed_ns: Option<u64>,
-    /// Absent only while a run is incomplete.
-    #[serde(default)]
-    pub totals: Option<Totals>,
-    #[serde(default)]
-    pub warnings: Vec<String>,
-    #[serde(default)]
-    pub inconclusive_because: Vec<String>,
-    #[serde(default)]
-    pub partial_files: Vec<String>,
-    /// Why the run could not start (an incomplete run, exit 125).
-    #[serde(default)]
-    pub setup_failure: Option<String>,
-    #[serde(default)]
-    pub pseudo_nmi: Option<PseudoNmi>,
-    /// The machine, free-form as `pmustress env --json` prints it.
-    #[serde(default)]
-    pub fingerprint: serde_json::Value,
+/// run.json as read: either stage of the writer's document, by its verdict.
+#[derive(Debug, Clone)]
+pub enum RunDocument {
+    /// The run ended with a verdict.
+    Finished(Box<RunResults>),
+    /// Going, killed, or never started (verdict `incomplete`).
+    Unfinished(Box<RunStarted>),
 }
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct Config {
-    pub period: u64,
-    pub skid: u64,
-    /// Version 1 had none: it was the skid then.
-    #[serde(default)]
-    pub interrupt_skid: Option<u64>,
-    pub event: Event,
-    #[serde(default)]
-    pub inject_drop_every: Option<u64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Event {
-    pub spec: String,
-    pub description: String,
-    pub software: bool,
-}
-
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-pub struct PseudoNmi {
-    pub verdict: String,
-    #[serde(default)]
-    pub evidence: Vec<String>,
-}
-
-/// The run's totals, as far as readers use them.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Totals {
-    pub accounted_overflows: u64,
-    pub dropped_interrupts: u64,
-    #[serde(default)]
-    pub injected: u64,
-    /// Anomaly windows by kind (names as written, so older kinds still
-    /// read).
-    #[serde(default)]
-    pub anomalies: BTreeMap<String, u64>,
-}
-
-impl RunFile {
+impl RunDocument {
     /// Parses and checks run.json's bytes; the error is one line.
-    pub fn parse(bytes: &[u8]) -> Result<RunFile> {
+    pub fn parse(bytes: &[u8]) -> Result<RunDocument> {
         // The version first, so a newer file says "upgrade" rather than
         // whichever field it changed.
         #[derive(Deserialize)]
@@ -145,30 +83,51 @@ impl RunFile {
                 bail!("not a pmustress run.json: schema_version is missing or not a whole number")
             }
         }
-        let run: RunFile = serde_json::from_slice(bytes)
+        let mut json: serde_json::Value = serde_json::from_slice(bytes)
             .map_err(|e| anyhow::anyhow!("not a pmustress run.json: {e}"))?;
+        // Schema 1 had one skid for signals and interrupts alike.
+        if let Some(config) = json.get_mut("config").and_then(|c| c.as_object_mut())
+            && !config.contains_key("interrupt_skid")
+            && let Some(skid) = config.get("skid").cloned()
+        {
+            config.insert("interrupt_skid".into(), skid);
+        }
+        #[derive(Deserialize)]
+        struct Stage {
+            verdict: Verdict,
+        }
+        let stage: Stage = serde_json::from_value(json.clone())
+            .map_err(|e| anyhow::anyhow!("not a pmustress run.json: {e}"))?;
+        let run = if stage.verdict == Verdict::Incomplete {
+            RunDocument::Unfinished(
+                serde_json::from_value(json)
+                    .map_err(|e| anyhow::anyhow!("not a pmustress run.json: {e}"))?,
+            )
+        } else {
+            RunDocument::Finished(
+                serde_json::from_value(json)
+                    .map_err(|e| anyhow::anyhow!("not a pmustress run.json: {e}"))?,
+            )
+        };
         run.check()?;
         Ok(run)
     }
 
-    /// What the writer never writes: a verdict without totals or without
-    /// its exit status, more drops than overflows, a verdict its counts
-    /// contradict.
+    /// What the writer never writes: an incomplete run with an exit
+    /// status but 125, more drops than overflows, a verdict its counts or
+    /// exit status contradict.
     fn check(&self) -> Result<()> {
-        let verdict = self.verdict;
-        if verdict == Verdict::Incomplete {
-            if let Some(s) = self.exit_status.filter(|&s| s != EXIT_CANNOT_TEST) {
-                bail!("an incomplete run has no exit status but {EXIT_CANNOT_TEST}, not {s}");
+        let run = match self {
+            RunDocument::Unfinished(started) => {
+                if let Some(s) = started.exit_status.filter(|&s| s != EXIT_CANNOT_TEST) {
+                    bail!("an incomplete run has no exit status but {EXIT_CANNOT_TEST}, not {s}");
+                }
+                return Ok(());
             }
-            return Ok(());
-        }
+            RunDocument::Finished(run) => run,
+        };
+        let (verdict, status, t) = (run.verdict, run.exit_status, &run.totals);
         let name = verdict_name(verdict);
-        let Some(t) = &self.totals else {
-            bail!("the verdict is {name} but there are no totals");
-        };
-        let Some(status) = self.exit_status else {
-            bail!("the verdict is {name} but there is no exit_status");
-        };
         if t.dropped_interrupts > t.accounted_overflows {
             bail!(
                 "totals: {} dropped interrupts out of only {} overflows",
@@ -181,7 +140,7 @@ impl RunFile {
             Verdict::Dropped => status == EXIT_DROPPED && t.dropped_interrupts > 0,
             Verdict::Inconclusive => status == EXIT_CANNOT_TEST && t.dropped_interrupts == 0,
             Verdict::Interrupted => (129..=128 + 64).contains(&status),
-            Verdict::Incomplete => true,
+            Verdict::Incomplete => false,
         };
         if !fits {
             bail!(
@@ -192,16 +151,116 @@ impl RunFile {
         Ok(())
     }
 
+    /// The finished run, if it finished.
+    pub fn results(&self) -> Option<&RunResults> {
+        match self {
+            RunDocument::Finished(run) => Some(run),
+            RunDocument::Unfinished(_) => None,
+        }
+    }
+
     /// Whether the run reached a verdict (it was not killed, and it
     /// started).
     pub fn finished(&self) -> bool {
-        self.verdict != Verdict::Incomplete
+        self.results().is_some()
+    }
+
+    pub fn schema_version(&self) -> u32 {
+        match self {
+            RunDocument::Finished(run) => run.schema_version,
+            RunDocument::Unfinished(started) => started.schema_version,
+        }
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            RunDocument::Finished(run) => run.verdict,
+            RunDocument::Unfinished(started) => started.verdict,
+        }
+    }
+
+    /// The process's exit status; none while the run is going or after it
+    /// was killed.
+    pub fn exit_status(&self) -> Option<i32> {
+        match self {
+            RunDocument::Finished(run) => Some(run.exit_status),
+            RunDocument::Unfinished(started) => started.exit_status,
+        }
+    }
+
+    /// The exact command line.
+    pub fn argv(&self) -> &[String] {
+        match self {
+            RunDocument::Finished(run) => &run.argv,
+            RunDocument::Unfinished(started) => &started.argv,
+        }
+    }
+
+    pub fn config(&self) -> &RunConfig {
+        match self {
+            RunDocument::Finished(run) => &run.config,
+            RunDocument::Unfinished(started) => &started.config,
+        }
+    }
+
+    /// How to judge the run's stream again (none before schema 2).
+    pub fn judge(&self) -> Option<&JudgeConfig> {
+        match self {
+            RunDocument::Finished(run) => run.judge.as_ref(),
+            RunDocument::Unfinished(started) => started.judge.as_ref(),
+        }
+    }
+
+    /// Absent while a run is unfinished.
+    pub fn totals(&self) -> Option<&Counts> {
+        self.results().map(|r| &r.totals)
+    }
+
+    pub fn elapsed_ns(&self) -> Option<u64> {
+        self.results().map(|r| r.elapsed_ns)
+    }
+
+    /// None only in an unfinished run written before schema 3.
+    pub fn pseudo_nmi(&self) -> Option<&PseudoNmi> {
+        match self {
+            RunDocument::Finished(run) => Some(&run.pseudo_nmi),
+            RunDocument::Unfinished(started) => started.pseudo_nmi.as_ref(),
+        }
+    }
+
+    /// The machine, free-form as `pmustress env --json` prints it (null in
+    /// an unfinished run written before schema 3).
+    pub fn fingerprint(&self) -> &serde_json::Value {
+        match self {
+            RunDocument::Finished(run) => &run.fingerprint,
+            RunDocument::Unfinished(started) => &started.fingerprint,
+        }
+    }
+
+    /// Why the run could not start (an incomplete run, exit 125).
+    pub fn setup_failure(&self) -> Option<&str> {
+        match self {
+            RunDocument::Finished(_) => None,
+            RunDocument::Unfinished(started) => started.setup_failure.as_deref(),
+        }
+    }
+
+    pub fn warnings(&self) -> &[String] {
+        self.results().map_or(&[], |r| &r.warnings)
+    }
+
+    pub fn inconclusive_because(&self) -> &[String] {
+        self.results().map_or(&[], |r| &r.inconclusive_because)
+    }
+
+    pub fn partial_files(&self) -> &[String] {
+        self.results().map_or(&[], |r| &r.partial_files)
     }
 
     /// Drops were injected on purpose (a self-test), whatever the run's
     /// end: a killed run's config says it too.
     pub fn is_self_test(&self) -> bool {
-        self.injected || self.config.inject_drop_every.is_some()
+        self.results().is_some_and(|r| r.injected) || self.config().inject_drop_every.is_some()
     }
 }
 
@@ -257,41 +316,41 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
 }
 
 /// `dir/run.json`, read (bounded) and checked.
-pub fn read(dir: &Path) -> Result<RunFile> {
+pub fn read(dir: &Path) -> Result<RunDocument> {
     let path = dir.join("run.json");
     let bytes = read_bounded(&path, MAX_RUN_JSON_BYTES)?;
-    RunFile::parse(&bytes).with_context(|| path.display().to_string())
+    RunDocument::parse(&bytes).with_context(|| path.display().to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const MINIMAL: &str = r#"{"schema_version": 2, "verdict": "clean", "exit_status": 0,
-        "argv": ["pmustress", "run"],
-        "config": {"period": 1000, "skid": 10,
-                   "event": {"spec": "task-clock", "description": "d", "software": true}},
-        "totals": {"accounted_overflows": 500, "dropped_interrupts": 0}}"#;
+    /// A run.json pmustress wrote (schema 1, clean, 943 overflows).
+    const RECORDED: &str = include_str!("../../tests/fixtures/results/task-clock-clean/run.json");
 
     fn with(field: &str, value: &str) -> String {
-        let mut v: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(RECORDED).unwrap();
         let target = v.pointer_mut(field).unwrap();
         *target = serde_json::from_str(value).unwrap();
         v.to_string()
     }
 
     fn refusal(text: &str) -> String {
-        let e = RunFile::parse(text.as_bytes()).expect_err(text);
+        let e = RunDocument::parse(text.as_bytes()).expect_err(text);
         let line = format!("{e:#}");
         assert!(!line.contains('\n'), "{line}");
         line
     }
 
     #[test]
-    fn the_minimal_run_reads() {
-        let r = RunFile::parse(MINIMAL.as_bytes()).unwrap();
-        assert_eq!(r.verdict, Verdict::Clean);
-        assert_eq!(r.totals.unwrap().accounted_overflows, 500);
+    fn a_recorded_run_reads() {
+        let r = RunDocument::parse(RECORDED.as_bytes()).unwrap();
+        assert_eq!(r.verdict(), Verdict::Clean);
+        assert_eq!(r.totals().unwrap().accounted_overflows, 943);
+        // Schema 1 had one skid, for interrupts too.
+        assert_eq!(r.config().interrupt_skid, r.config().skid);
+        assert_eq!(r.config().skid, 250_000);
     }
 
     #[test]
@@ -310,24 +369,69 @@ mod tests {
         assert!(refusal(&with("/verdict", "\"great\"")).contains("great"));
         assert!(refusal(&with("/exit_status", "1")).contains("does not fit"));
         assert!(refusal(&with("/totals/dropped_interrupts", "3")).contains("does not fit"));
-        assert!(refusal(&with("/totals/dropped_interrupts", "501")).contains("out of only"));
-        let mut v: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
+        assert!(refusal(&with("/totals/dropped_interrupts", "944")).contains("out of only"));
+        assert!(refusal(&with("/config/period", "\"1ms\"")).contains("invalid type"));
+        assert!(refusal(&with("/anomalies/0/kind", "7")).contains("invalid type"));
+        let mut v: serde_json::Value = serde_json::from_str(RECORDED).unwrap();
         v.as_object_mut().unwrap().remove("totals");
-        assert!(refusal(&v.to_string()).contains("no totals"));
+        assert!(refusal(&v.to_string()).contains("missing field `totals`"));
     }
 
     #[test]
     fn an_incomplete_run_reads_without_totals_or_status() {
-        let mut v: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(RECORDED).unwrap();
         let o = v.as_object_mut().unwrap();
         o.remove("totals");
         o.remove("exit_status");
         o.insert("verdict".into(), "incomplete".into());
-        let r = RunFile::parse(v.to_string().as_bytes()).unwrap();
+        let r = RunDocument::parse(v.to_string().as_bytes()).unwrap();
         assert!(!r.finished());
-        assert_eq!(r.exit_status, None);
+        assert_eq!(r.exit_status(), None);
+        assert!(r.totals().is_none());
         v["exit_status"] = 0.into();
         assert!(refusal(&v.to_string()).contains("incomplete"));
+    }
+
+    /// Both stages of run.json read back into the very values written.
+    #[test]
+    fn what_the_writer_writes_reads_back_unchanged() {
+        let RunDocument::Finished(recorded) = RunDocument::parse(RECORDED.as_bytes()).unwrap()
+        else {
+            panic!("a finished run");
+        };
+        let mut written = *recorded;
+        written.schema_version = SCHEMA_VERSION;
+        let machine = crate::fingerprint::Fingerprint::collect(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/fingerprint/graviton2-c6g-6.1-disabled"
+        )));
+        let json = serde_json::to_string_pretty(&written).unwrap();
+        let read = RunDocument::parse(json.as_bytes()).unwrap();
+        assert_eq!(
+            serde_json::to_value(read.results().unwrap()).unwrap(),
+            serde_json::to_value(&written).unwrap()
+        );
+        let started = RunStarted::going(&written.config, &written.argv, &machine, 1_700_000_000);
+        let json = serde_json::to_string_pretty(&started).unwrap();
+        let RunDocument::Unfinished(read) = RunDocument::parse(json.as_bytes()).unwrap() else {
+            panic!("an unfinished run");
+        };
+        assert_eq!(
+            serde_json::to_value(&read).unwrap(),
+            serde_json::to_value(&started).unwrap()
+        );
+        let failed =
+            RunStarted::never_started(&written.config, &written.argv, &machine, 1, "no PMU".into());
+        let read = RunDocument::parse(&serde_json::to_vec(&failed).unwrap()).unwrap();
+        assert_eq!(
+            (read.exit_status(), read.setup_failure()),
+            (Some(125), Some("no PMU"))
+        );
+        // Where a run that never finished ran is known all the same.
+        assert_eq!(
+            read.pseudo_nmi().map(|p| p.verdict.as_str()),
+            Some("disabled")
+        );
     }
 
     #[test]

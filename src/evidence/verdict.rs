@@ -18,8 +18,8 @@ use crate::domain::{
 };
 use crate::engine::run::{RunRecord, WorkerRecord};
 use crate::evidence::results::{
-    Counts, DeltaStats, LatencyStats, RunResults, ToolInfo, Verdict, WorkerResult, coincidences,
-    plural, stream_reasons,
+    AnomalyRecord, Counts, DeltaStats, LatencyStats, RunResults, ToolInfo, Verdict, WorkerResult,
+    coincidences, plural, stream_reasons,
 };
 use crate::fingerprint::Fingerprint;
 use crate::judge::stats::Rate;
@@ -54,7 +54,11 @@ fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
         injected: i.injected,
         ambiguous: i.ambiguous,
         expected_coincidences: expected_coincidences(i, cfg),
-        anomalies: v.anomalies.clone(),
+        anomalies: v
+            .anomalies
+            .iter()
+            .map(|(k, n)| (k.name().to_string(), *n))
+            .collect(),
         migrations_requested: w.moves_requested,
         migrations_failed: w.moves_failed,
         migrations_kernel: w.kernel_migrations,
@@ -88,7 +92,7 @@ fn add(total: &mut Counts, c: &Counts) {
     total.ambiguous += c.ambiguous;
     total.expected_coincidences += c.expected_coincidences;
     for (k, n) in &c.anomalies {
-        *total.anomalies.entry(*k).or_default() += n;
+        *total.anomalies.entry(k.clone()).or_default() += n;
     }
     total.migrations_requested += c.migrations_requested;
     total.migrations_failed += c.migrations_failed;
@@ -321,13 +325,10 @@ impl RunResults {
         };
         RunResults {
             schema_version: SCHEMA_VERSION,
-            tool: ToolInfo {
-                name: env!("CARGO_PKG_NAME"),
-                version: env!("CARGO_PKG_VERSION"),
-            },
+            tool: ToolInfo::this(),
             argv,
             config: cfg.clone(),
-            judge: cfg.judge_config(),
+            judge: Some(cfg.judge_config()),
             pseudo_nmi: fingerprint.pseudo_nmi().clone(),
             fingerprint: serde_json::to_value(fingerprint).unwrap_or(serde_json::Value::Null),
             elapsed_ns: record.elapsed_ns,
@@ -338,7 +339,7 @@ impl RunResults {
             stray_signals: record.stray_signals,
             max_sample_rate_before: record.max_sample_rate.0,
             max_sample_rate_after: record.max_sample_rate.1,
-            anomalies,
+            anomalies: anomalies.iter().map(AnomalyRecord::from).collect(),
             anomalies_not_recorded,
             warnings,
             inconclusive_because: inconclusive,

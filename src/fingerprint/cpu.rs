@@ -210,7 +210,8 @@ pub const ARM_BR_RETIRED: u64 = 0x21;
 pub const INTEL_BR_COND_PRE_ICL: u64 = 0x5101c4;
 /// Intel BR_INST_RETIRED.COND (umask 0x11) from Ice Lake on.
 pub const INTEL_BR_COND_ICL: u64 = 0x5111c4;
-/// AMD Zen: Retired Conditional Branches (PPR event 0xd1), user+OS, enabled.
+/// AMD Zen: Retired Conditional Branches (PPR event 0xd1); 0x51 in bits
+/// 16-23 is USR, INT and EN: user mode only, as rr encodes it.
 pub const AMD_ZEN_BR_COND: u64 = 0x5100d1;
 
 /// Intel family 6 models that use the Ice Lake encoding (rr: IntelIcelake

@@ -15,7 +15,7 @@ first. The kernel log outranks a config file and the command line because
 it is what the running kernel did, not what it was asked or built to do.
 */
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::kmsg::KernelLog;
 use super::read::Sourced;
@@ -35,14 +35,15 @@ const PRIO_MASKING: &str = "CPU features: detected: IRQ priority masking";
 /// More quoted probe lines than this (one per PMU on big.LITTLE) add nothing.
 const MAX_QUOTED: usize = 4;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PseudoNmi {
     pub verdict: PseudoNmiVerdict,
     /// The lines and sources the verdict rests on, decisive one first.
+    #[serde(default)]
     pub evidence: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PseudoNmiVerdict {
     /// The PMU overflow interrupt is a pseudo-NMI.

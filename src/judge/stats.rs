@@ -9,13 +9,13 @@ which matters here because the counts are tiny (0 to a few hundred drops in
 millions of overflows) where the normal approximation is useless.
 */
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::function::beta::beta_reg;
 use statrs::function::erf::erfc;
 use statrs::function::gamma::ln_gamma;
 
 /// A rate with its two-sided exact confidence interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Rate {
     pub events: u64,
     pub trials: u64,
@@ -24,7 +24,22 @@ pub struct Rate {
     pub ci_low_per_million: Option<f64>,
     pub ci_high_per_million: Option<f64>,
     pub confidence: f64,
-    pub method: &'static str,
+    pub method: RateMethod,
+}
+
+/// How a `Rate`'s interval was computed (the name run.json carries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RateMethod {
+    #[serde(rename = "Clopper-Pearson exact, two-sided")]
+    ClopperPearson,
+}
+
+impl std::fmt::Display for RateMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RateMethod::ClopperPearson => "Clopper-Pearson exact, two-sided",
+        })
+    }
 }
 
 /// The p-quantile of Beta(a, b): solves I_x(a, b) = p by bisection on
@@ -295,7 +310,7 @@ impl Rate {
             ci_low_per_million: ci.map(|(l, _)| l * 1e6),
             ci_high_per_million: ci.map(|(_, h)| h * 1e6),
             confidence,
-            method: "Clopper-Pearson exact, two-sided",
+            method: RateMethod::ClopperPearson,
         }
     }
 }

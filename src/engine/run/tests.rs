@@ -379,8 +379,11 @@ fn an_overflow_lost_at_a_switch_is_a_dropped_interrupt() {
     assert_eq!((t.interrupts.stops, t.signals), (1, 10));
     assert_eq!(t.implied_overflows, Some(11));
     assert_eq!(
-        t.anomalies.iter().collect::<Vec<_>>(),
-        [(&AnomalyKind::DroppedInterrupt, &1)]
+        t.anomalies
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect::<Vec<_>>(),
+        [(AnomalyKind::DroppedInterrupt.name(), 1)]
     );
     let a = &out.seen.anomalies[0];
     assert_eq!((a.dropped, a.time_ns), (1, START_NS + 7 * MS));
@@ -500,8 +503,11 @@ fn a_throttled_event_is_throttled_not_dropped() {
     let t = &r.totals;
     assert_eq!((t.interrupts.throttled, t.interrupts.unthrottled), (1, 1));
     assert_eq!(
-        t.anomalies.iter().collect::<Vec<_>>(),
-        [(&AnomalyKind::Throttled, &1)]
+        t.anomalies
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect::<Vec<_>>(),
+        [(AnomalyKind::Throttled.name(), 1)]
     );
     assert_eq!(out.seen.anomalies[0].time_ns, START_NS + 6 * MS);
     assert_eq!(
@@ -569,10 +575,13 @@ fn sigio_and_a_wrong_thread_are_delivery_faults_never_drops() {
     let d = &t.deliveries;
     assert_eq!((d.sigio, d.wrong_thread), (1, 1));
     assert_eq!(
-        t.anomalies.iter().collect::<Vec<_>>(),
+        t.anomalies
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect::<Vec<_>>(),
         [
-            (&AnomalyKind::SignalQueueOverflow, &1),
-            (&AnomalyKind::ToolError, &1)
+            (AnomalyKind::SignalQueueOverflow.name(), 1),
+            (AnomalyKind::ToolError.name(), 1)
         ]
     );
     // A signal on the wrong thread is ours or the kernel's routing bug.
@@ -812,7 +821,8 @@ fn run_json_has_the_totals_and_the_raw_stream_replays_to_them() {
     let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
     let kernel = FakeKernel::new(script);
     let mut files = Files {
-        files: crate::evidence::results_dir::ResultsDir::create(&mut cfg, &argv).unwrap(),
+        files: crate::evidence::results_dir::ResultsDir::create(&mut cfg, &argv, &graviton2())
+            .unwrap(),
         anomalies: Vec::new(),
     };
     let record = run_on(&kernel, &cfg, &no_stop, &mut files).unwrap();
