@@ -277,3 +277,37 @@ fn a_group_with_an_unfinished_run_is_not_clean() {
     assert_eq!(b["overflows"], 0);
     assert_eq!(b["verdict"], "inconclusive");
 }
+
+/// Scripts read run.json through `report --format json`: the whole
+/// document is under `run`, as written (schema 2 here) or upgraded
+/// (schema 1's single skid is its interrupt skid).
+#[test]
+fn json_report_carries_the_whole_run_json() {
+    const ORACLE: &str = "tests/fixtures/oracle/smp2-nopnmi-w2-none-free-50k";
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&["report", "--format", "json", ORACLE, CLEAN])).unwrap();
+    let recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{ORACLE}/run.json")).unwrap()).unwrap();
+    for part in ["/fingerprint", "/argv", "/config/event"] {
+        assert_eq!(v[0]["run"].pointer(part), recorded.pointer(part), "{part}");
+    }
+    // What was recorded is carried; what is newer than the recording reads
+    // as its default (0, false).
+    for part in ["/judge", "/totals/interrupts", "/totals/deliveries"] {
+        let ours = v[0]["run"].pointer(part).unwrap().as_object().unwrap();
+        let theirs = recorded.pointer(part).unwrap().as_object().unwrap();
+        for (k, n) in ours {
+            match theirs.get(k) {
+                Some(t) => assert_eq!(t, n, "{part}/{k}"),
+                None => assert!(
+                    n == &serde_json::json!(0) || n == &serde_json::json!(false),
+                    "{part}/{k}"
+                ),
+            }
+        }
+        assert!(theirs.keys().all(|k| ours.contains_key(k)), "{part}");
+    }
+    assert_eq!(v[1]["run"]["schema_version"], 1);
+    assert_eq!(v[1]["run"]["config"]["interrupt_skid"], 250_000);
+    assert_eq!(v[1]["run"]["totals"]["accounted_overflows"], 943);
+}

@@ -328,9 +328,11 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
     s
 }
 
-/// The JSON form of a report: one object per run.
+/// The JSON form of a report: one object per run, its summary and, under
+/// `run`, the whole run.json as read and checked (what scripts read instead
+/// of parsing run.json themselves).
 #[derive(Serialize)]
-pub struct RunSummary {
+pub struct RunSummary<'a> {
     pub dir: String,
     pub verdict: String,
     /// None for a run that did not finish.
@@ -343,9 +345,10 @@ pub struct RunSummary {
     pub dropped: Option<u64>,
     pub rate: Option<Rate>,
     pub setup_failure: Option<String>,
+    pub run: &'a crate::evidence::runfile::RunDocument,
 }
 
-pub fn summary(r: &LoadedRun) -> RunSummary {
+pub fn summary(r: &LoadedRun) -> RunSummary<'_> {
     RunSummary {
         dir: r.dir.display().to_string(),
         verdict: r.verdict().to_string(),
@@ -363,6 +366,7 @@ pub fn summary(r: &LoadedRun) -> RunSummary {
             )
         }),
         setup_failure: r.run.setup_failure().map(str::to_string),
+        run: &r.run,
     }
 }
 

@@ -37,8 +37,10 @@ pub const MAX_RUN_JSON_BYTES: u64 = 16 << 20;
 /// The oldest schema version still read.
 pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
-/// run.json as read: either stage of the writer's document, by its verdict.
-#[derive(Debug, Clone)]
+/// run.json as read: either stage of the writer's document, by its verdict
+/// (serialised back as that stage, unchanged: `report --format json`).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(untagged)]
 pub enum RunDocument {
     /// The run ended with a verdict.
     Finished(Box<RunResults>),
