@@ -275,8 +275,8 @@ if [[ ! -x $opt_bin ]]; then
     echo "run-matrix.sh: cannot test: no executable pmustress at $opt_bin" >&2
     exit 125
 fi
-if ! command -v python3 >/dev/null; then
-    echo "run-matrix.sh: cannot test: python3 is needed to read run.json" >&2
+if ! command -v jq >/dev/null; then
+    echo "run-matrix.sh: cannot test: jq is needed to read pmustress report's JSON" >&2
     exit 125
 fi
 
@@ -292,39 +292,28 @@ if ! mkdir -p "$matrix"; then
     exit 125
 fi
 
-# --- reading run.json ------------------------------------------------------
+# --- reading a run --------------------------------------------------------
 
 # Prints verdict, exit status, overflows, dropped, rate, CI low, CI high,
-# signals and migrations of one run.json, tab-separated ('' where absent).
-read_run_json() {
-    python3 - "$1" <<'EOF'
-import json, sys
-try:
-    with open(sys.argv[1]) as f:
-        r = json.load(f)
-except (OSError, ValueError):
-    print("\t".join([""] * 9))
-    sys.exit(0)
-t = r.get("totals") or {}
-rate = t.get("dropped_rate") or {}
-def fmt(v, digits=None):
-    if v is None:
-        return ""
-    if digits is not None:
-        return "%.*f" % (digits, v)
-    return str(v)
-print("\t".join([
-    fmt(r.get("verdict")),
-    fmt(r.get("exit_status")),
-    fmt(t.get("accounted_overflows")),
-    fmt(t.get("dropped_interrupts")),
-    fmt(rate.get("per_million"), 3),
-    fmt(rate.get("ci_low_per_million"), 3),
-    fmt(rate.get("ci_high_per_million"), 3),
-    fmt(t.get("signals")),
-    fmt(t.get("migrations_requested")),
-]))
-EOF
+# signals and migrations of the run in directory $1, tab-separated ('' where
+# absent). run.json is read by pmustress itself (`report --format json`
+# checks it and carries it under "run"); jq only picks the fields.
+read_run() {
+    local report
+    # report exits 125 for a run that did not finish, and still prints it.
+    report=$("$opt_bin" report --format json "$1" 2>/dev/null) || true
+    if [[ -z $report ]]; then
+        printf '\t\t\t\t\t\t\t\t\n'
+        return
+    fi
+    jq -r '.[0] as $r | $r.run.totals as $t |
+        def s: if . == null then "" else tostring end;
+        def r3: if . == null then "" else (. * 1000 | round) as $m |
+            "\($m / 1000 | floor).\("00\($m % 1000)" | .[-3:])" end;
+        [($r.verdict | s), ($r.exit_status | s), ($t.accounted_overflows | s),
+         ($t.dropped_interrupts | s), ($t.dropped_rate.per_million | r3),
+         ($t.dropped_rate.ci_low_per_million | r3), ($t.dropped_rate.ci_high_per_million | r3),
+         ($t.signals | s), ($t.migrations_requested | s)] | @tsv' <<<"$report"
 }
 
 # --- the sweep -------------------------------------------------------------
@@ -399,7 +388,7 @@ for i in "${!case_names[@]}"; do
     ((timed_out)) || case $status in 130 | 143) interrupted=$status ;; esac
 
     IFS=$'\t' read -r verdict json_status overflows dropped rate ci_low ci_high signals migrations \
-        < <(read_run_json "$dir/run.json")
+        < <(read_run "$dir")
     if ((timed_out)); then
         verdict=timeout
     elif [[ -z $verdict ]]; then
