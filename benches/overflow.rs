@@ -67,8 +67,15 @@ static BARE_FD: AtomicI32 = AtomicI32::new(-1);
 static BARE_SIGNALS: AtomicU64 = AtomicU64::new(0);
 
 /// read() of the counter and a count: the least an overflow handler does.
-extern "C" fn bare_handler(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    if let Ok(Some(_)) = kernel::read_count_fd(BARE_FD.load(Ordering::Relaxed)) {
+unsafe extern "C" fn bare_handler(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let fd = BARE_FD.load(Ordering::Relaxed);
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: the bench stores the event's fd before it can overflow and
+    // closes it only after blocking this signal.
+    let event = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    if let Ok(Some(_)) = kernel::read_count_fd(event) {
         BARE_SIGNALS.fetch_add(1, Ordering::Relaxed);
     }
 }

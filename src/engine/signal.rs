@@ -18,7 +18,7 @@ Signals we cannot attribute (unknown fd, wrong thread) are our own or the
 kernel's routing bugs: counted, never silently ignored.
 */
 
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
@@ -238,7 +238,12 @@ impl Drop for ErrnoGuard {
 }
 
 /// The realtime overflow signal handler.
-pub extern "C" fn on_overflow(
+///
+/// # Safety
+///
+/// Only the kernel calls it, as the SA_SIGINFO handler of the overflow
+/// signal: `info` is then a valid siginfo of the SIGPOLL layout.
+pub unsafe extern "C" fn on_overflow(
     _signo: libc::c_int,
     info: *mut libc::siginfo_t,
     _ctx: *mut libc::c_void,
@@ -280,10 +285,30 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
     // SAFETY: a registered slot outlives its registration, which the
     // caller keeps (this function's contract).
     let slot = unsafe { &*slot };
+    // SAFETY: `fd` is registered, and a worker drops its registration
+    // before it closes its event, so the event stays open through this call
+    // (this function's contract).
+    let event = unsafe { BorrowedFd::borrow_raw(fd) };
     let cpu = k.current_cpu();
-    let (value, delivery) = match k.read_count(fd) {
-        Ok(Some(v)) if k.current_thread() == slot.thread => (v, Delivery::Overflow),
-        Ok(Some(v)) => (v, Delivery::WrongThread),
+    if k.current_thread() != slot.thread {
+        // The ring is single-producer: only its owner's thread pushes. A
+        // signal another thread took is recorded in that thread's own ring
+        // (as a tool error of that worker's) or counted as stray.
+        // SAFETY: this function's contract covers every registration.
+        unsafe {
+            record_on_own_thread(k, |cpu| SignalRecord {
+                value: 0,
+                time_ns,
+                cpu,
+                si_code,
+                delivery: Delivery::WrongThread,
+                at_stop: None,
+            })
+        };
+        return;
+    }
+    let (value, delivery) = match k.read_count(event) {
+        Ok(Some(v)) => (v, Delivery::Overflow),
         Ok(None) => (0, Delivery::ReadFailed(0)),
         Err(e) => (0, Delivery::ReadFailed(e.raw_os_error().unwrap_or(0))),
     };
@@ -303,7 +328,7 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         //
         // A failed re-arm shows up as a missing next overflow and the
         // watchdog; there is nothing safer to do inside a handler.
-        at_stop = k.disarm(fd, slot.rearm_period).ok().flatten();
+        at_stop = k.disarm(event, slot.rearm_period).ok().flatten();
         time_ns = k.now_ns();
     }
     slot.push(SignalRecord {
@@ -318,12 +343,16 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         // Enabled only once the record is pushed: no record of the new
         // count can reach the controller before it (or it would judge
         // them first and find this one out of time order).
-        let _ = k.arm(fd);
+        let _ = k.arm(event);
     }
 }
 
 /// The plain-SIGIO fallback handler.
-pub extern "C" fn on_sigio(
+///
+/// # Safety
+///
+/// Only the kernel calls it, as the handler of SIGIO.
+pub unsafe extern "C" fn on_sigio(
     _signo: libc::c_int,
     _info: *mut libc::siginfo_t,
     _ctx: *mut libc::c_void,
@@ -342,6 +371,27 @@ pub extern "C" fn on_sigio(
 /// As for `record_overflow`, for every registration.
 pub unsafe fn record_sigio<K: HandlerKernel>(k: &K) {
     let time_ns = k.now_ns();
+    // SAFETY: this function's contract is `record_on_own_thread`'s.
+    unsafe {
+        record_on_own_thread(k, |cpu| SignalRecord {
+            value: 0,
+            time_ns,
+            cpu,
+            si_code: 0,
+            delivery: Delivery::SigIo,
+            at_stop: None,
+        })
+    };
+}
+
+/// Pushes `record` (given the CPU) into the ring of the worker whose thread
+/// runs this (`k.gettid()`): the one ring this thread may produce into.
+/// Counted as stray when this thread is no worker's.
+///
+/// # Safety
+///
+/// As `record_overflow`: no registration may be dropped while this runs.
+unsafe fn record_on_own_thread<K: HandlerKernel>(k: &K, record: impl FnOnce(u32) -> SignalRecord) {
     let tid = k.gettid();
     for entry in &BY_WORKER {
         let p = entry.load(Ordering::Acquire);
@@ -349,18 +399,15 @@ pub unsafe fn record_sigio<K: HandlerKernel>(k: &K) {
         if let Some(slot) = unsafe { p.as_ref() }
             && slot.tid == tid
         {
-            slot.push(SignalRecord {
-                value: 0,
-                time_ns,
-                cpu: k.current_cpu(),
-                si_code: 0,
-                delivery: Delivery::SigIo,
-                at_stop: None,
-            });
+            slot.push(record(k.current_cpu()));
             return;
         }
     }
-    STRAY_SIGIO.fetch_add(1, Ordering::Relaxed);
+    let stray = match record(0).delivery {
+        Delivery::SigIo => &STRAY_SIGIO,
+        _ => &STRAY_OVERFLOWS,
+    };
+    stray.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The realtime signal the workers use: SIGRTMIN()+1, taken at run time
@@ -422,5 +469,65 @@ mod tests {
     #[test]
     fn siginfo_layout_puts_fd_at_24() {
         assert_eq!(std::mem::offset_of!(SigPollInfo, fd), 24);
+    }
+
+    /// The handler's kernel as the thread `tid` sees it; the event is never
+    /// touched on the wrong thread.
+    struct OnThread {
+        tid: libc::pid_t,
+    }
+
+    impl HandlerKernel for OnThread {
+        fn now_ns(&self) -> u64 {
+            42
+        }
+        fn current_cpu(&self) -> u32 {
+            3
+        }
+        fn current_thread(&self) -> libc::pthread_t {
+            kernel::current_thread()
+        }
+        fn gettid(&self) -> libc::pid_t {
+            self.tid
+        }
+        fn read_count(&self, _: BorrowedFd<'_>) -> std::io::Result<Option<u64>> {
+            panic!("read on the wrong thread")
+        }
+        fn disarm(&self, _: BorrowedFd<'_>, _: u64) -> std::io::Result<Option<u64>> {
+            panic!("re-armed on the wrong thread")
+        }
+        fn arm(&self, _: BorrowedFd<'_>) -> std::io::Result<()> {
+            panic!("re-armed on the wrong thread")
+        }
+    }
+
+    /// A ring has one producer, its worker's thread: an overflow signal
+    /// another worker's thread takes goes into that thread's own ring.
+    #[test]
+    fn a_wrong_thread_signal_never_writes_into_the_owners_ring() {
+        // Numbers no other test registers (fds and workers are global).
+        let (owner_fd, other_fd) = (MAX_FD as RawFd - 2, MAX_FD as RawFd - 1);
+        let (owner_tid, other_tid) = (1_000_001, 1_000_002);
+        // The owner's slot belongs to another thread.
+        let owner = std::thread::spawn(move || Arc::new(Slot::new(owner_fd, owner_tid, 7, 16)))
+            .join()
+            .unwrap();
+        let other = Arc::new(Slot::new(other_fd, other_tid, 7, 16));
+        let _r1 = register(MAX_WORKERS - 2, Arc::clone(&owner)).unwrap();
+        let _r2 = register(MAX_WORKERS - 1, Arc::clone(&other)).unwrap();
+        // SAFETY: both registrations live through the call.
+        unsafe { record_overflow(&OnThread { tid: other_tid }, owner_fd, POLL_IN) };
+        assert_eq!(owner.pop(), None, "the owner's ring was written");
+        let r = other.pop().expect("recorded in the taking thread's ring");
+        assert_eq!(
+            (r.delivery, r.cpu, r.time_ns),
+            (Delivery::WrongThread, 3, 42)
+        );
+        // A thread that is no worker's: counted as stray, no ring written.
+        let (stray_before, _) = stray_counts();
+        // SAFETY: as above.
+        unsafe { record_overflow(&OnThread { tid: 1_000_003 }, owner_fd, POLL_IN) };
+        assert_eq!((owner.pop(), other.pop()), (None, None));
+        assert!(stray_counts().0 > stray_before);
     }
 }

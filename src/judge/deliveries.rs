@@ -303,9 +303,13 @@ impl DeliveryJudge {
                 return None;
             }
             Delivery::WrongThread => {
+                // Another worker's overflow signal, taken on this worker's
+                // thread (recorded here: only a ring's owner may push into
+                // it): our fault, and no signal of this worker's.
                 self.totals.wrong_thread += 1;
                 self.events
                     .push(event(DeliveryEventKind::ToolError, None, 0));
+                return None;
             }
             Delivery::Overflow => {}
         }

@@ -702,15 +702,15 @@ impl HandlerKernel for Handler<'_> {
         self.tid
     }
 
-    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>> {
+    fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>> {
         let st = self.state.borrow();
-        let key = st.event_of(fd)?;
+        let key = st.event_of(event.as_raw_fd())?;
         Ok(Some(st.events[key].count))
     }
 
-    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<Option<u64>> {
+    fn disarm(&self, event: BorrowedFd<'_>, period: u64) -> io::Result<Option<u64>> {
         let mut st = self.state.borrow_mut();
-        let key = st.event_of(fd)?;
+        let key = st.event_of(event.as_raw_fd())?;
         let e = &mut st.events[key];
         let at_stop = e.count;
         e.count = 0;
@@ -721,9 +721,9 @@ impl HandlerKernel for Handler<'_> {
         Ok(Some(at_stop))
     }
 
-    fn arm(&self, fd: RawFd) -> io::Result<()> {
+    fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()> {
         let mut st = self.state.borrow_mut();
-        let key = st.event_of(fd)?;
+        let key = st.event_of(event.as_raw_fd())?;
         let worker = st.events[key].worker;
         st.log(worker).calls.push(Call::Arm);
         Ok(())

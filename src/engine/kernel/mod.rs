@@ -13,10 +13,12 @@ trait, and the overflow handler's recording steps through `HandlerKernel`:
 unchanged; `fake` (test builds only) is a scripted kernel on which
 `cargo test` runs the whole loop without a PMU.
 
-Fds are borrowed (`BorrowedFd`) wherever an owner is at hand. Only the
-signal handler's steps (`read_count_fd`, `disarm_fd`, `enable_fd`) take the
-bare number its slot holds, and `Kernel::disable_by_number`, the watchdog's
-DISABLE from another thread, is `unsafe` for the same reason.
+Every function here that works on an fd takes it borrowed (`BorrowedFd`),
+the signal handler's steps (`read_count_fd`, `disarm_fd`, `enable_fd`)
+included: the handler borrows the number its slot holds once, in
+`signal::record_overflow`, under that function's contract. Only
+`Kernel::disable_by_number`, the watchdog's DISABLE from another thread,
+takes a bare number, and is `unsafe`.
 
 The other place with `unsafe` is `signal`, whose handler must read the siginfo
 the kernel hands it; the run loop's one `unsafe` is its watchdog's call to
@@ -98,17 +100,17 @@ fn set_sample_layout(attr: &mut perf_event_attr) {
 }
 
 /// perf_event_open(2) with no group leader or with `group`.
-fn open(attr: &mut perf_event_attr, group: RawFd) -> io::Result<OwnedFd> {
+fn open(attr: &mut perf_event_attr, group: Option<BorrowedFd<'_>>) -> io::Result<OwnedFd> {
     attr.size = std::mem::size_of::<perf_event_attr>() as u32;
     // SAFETY: attr is a fully initialised perf_event_attr whose size field
     // is ours; pid 0 / cpu -1 / CLOEXEC is a plain self-counter, `group` is
-    // -1 or an event fd we own.
+    // -1 or an event fd open while borrowed.
     let fd = unsafe {
         sys::perf_event_open(
             attr,
             0,
             -1,
-            group,
+            group.map_or(-1, |g| g.as_raw_fd()),
             sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )
     };
@@ -147,7 +149,7 @@ impl PerfEvent {
         }
         attr.set_context_switch(spec.context_switch as u64);
         Ok(PerfEvent {
-            fd: open(&mut attr, -1)?,
+            fd: open(&mut attr, None)?,
         })
     }
 
@@ -186,7 +188,7 @@ impl PerfEvent {
         // No wakeups of its own: only the overflow event's signals count.
         attr.__bindgen_anon_2.wakeup_events = 0;
         let witness = PerfEvent {
-            fd: open(&mut attr, leader.raw_fd())
+            fd: open(&mut attr, Some(leader.as_fd()))
                 .map_err(|e| io::Error::new(e.kind(), format!("perf_event_open: {e}")))?,
         };
         // SAFETY: SET_OUTPUT takes the target fd as an int.
@@ -236,7 +238,7 @@ impl PerfEvent {
     }
 
     pub fn enable(&self) -> io::Result<()> {
-        enable_fd(self.raw_fd())
+        enable_fd(self.as_fd())
     }
 
     pub fn disable(&self) -> io::Result<()> {
@@ -246,7 +248,7 @@ impl PerfEvent {
     /// The current count. Ok(None) means the event is in error state (a
     /// pinned event that lost its counter reads as EOF).
     pub fn read_count(&self) -> io::Result<Option<u64>> {
-        read_count_fd(self.raw_fd())
+        read_count_fd(self.as_fd())
     }
 }
 
@@ -270,11 +272,11 @@ pub fn reset_fd(fd: BorrowedFd<'_>) -> io::Result<()> {
 
 /// ENABLE by raw fd; in reset mode the second half of the re-arm (after
 /// `disarm_fd`): the restart re-arms the period from here (its
-/// `period_left` is 0). Async-signal-safe; a raw fd because the signal
-/// handler has only the number its slot holds.
-pub fn enable_fd(fd: RawFd) -> io::Result<()> {
-    // SAFETY: ENABLE takes no argument pointer; a stale fd gives EBADF.
-    cvt(unsafe { sys::ioctls::ENABLE(fd, 0) } as libc::c_long).map(drop)
+/// `period_left` is 0). Async-signal-safe.
+pub fn enable_fd(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: ENABLE takes no argument pointer, and `fd` is open while
+    // borrowed.
+    cvt(unsafe { sys::ioctls::ENABLE(fd.as_raw_fd(), 0) } as libc::c_long).map(drop)
 }
 
 /// DISABLE: the event stops counting and overflowing.
@@ -285,12 +287,12 @@ pub fn disable_fd(fd: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 /// read(2) of a counting event with read_format 0: one u64.
-/// Async-signal-safe: the signal handler uses it, with the raw fd its slot
-/// holds.
-pub fn read_count_fd(fd: RawFd) -> io::Result<Option<u64>> {
+/// Async-signal-safe: the signal handler uses it.
+pub fn read_count_fd(fd: BorrowedFd<'_>) -> io::Result<Option<u64>> {
     let mut value: u64 = 0;
-    // SAFETY: reading at most 8 bytes into a u64 we own.
-    let n = unsafe { libc::read(fd, (&mut value as *mut u64).cast(), 8) };
+    // SAFETY: reading at most 8 bytes into a u64 we own, from an fd open
+    // while borrowed.
+    let n = unsafe { libc::read(fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8) };
     match cvt(n as libc::c_long)? {
         8 => Ok(Some(value)),
         _ => Ok(None),
@@ -309,11 +311,12 @@ pub fn read_count_fd(fd: RawFd) -> io::Result<Option<u64>> {
 /// handler's own read is only a lower bound of it (the kernel's path from
 /// the read to the stop counts too; under QEMU, up to a period).
 /// Async-signal-safe (three ioctls and a read).
-pub fn disarm_fd(fd: RawFd, period: u64) -> io::Result<Option<u64>> {
+pub fn disarm_fd(event: BorrowedFd<'_>, period: u64) -> io::Result<Option<u64>> {
+    let fd = event.as_raw_fd();
     // SAFETY: DISABLE and RESET take no pointer; PERIOD takes a pointer to
-    // a u64 that lives across the call.
+    // a u64 that lives across the call; `event` is open while borrowed.
     unsafe { cvt(sys::ioctls::DISABLE(fd, 0) as libc::c_long)? };
-    let at_stop = read_count_fd(fd)?;
+    let at_stop = read_count_fd(event)?;
     // SAFETY: as above.
     unsafe {
         cvt(sys::ioctls::RESET(fd, 0) as libc::c_long)?;
@@ -482,7 +485,8 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
 }
 
 /// A signal handler taking siginfo, as `sigaction` wants it.
-pub type SigInfoHandler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
+pub type SigInfoHandler =
+    unsafe extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
 
 /// Installs `handler` for `signo` with SA_SIGINFO|SA_RESTART, blocking every
 /// signal in `also_block` while it runs so our handlers never nest.
@@ -651,13 +655,13 @@ pub trait HandlerKernel {
     fn current_cpu(&self) -> u32;
     fn current_thread(&self) -> libc::pthread_t;
     fn gettid(&self) -> libc::pid_t;
-    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>>;
+    fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>>;
     /// Reset mode, first half: DISABLE, RESET and PERIOD (`disarm_fd`);
     /// the count at the DISABLE.
-    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<Option<u64>>;
+    fn disarm(&self, event: BorrowedFd<'_>, period: u64) -> io::Result<Option<u64>>;
     /// Reset mode, second half: ENABLE, so the next overflow comes
     /// `period` events from here.
-    fn arm(&self, fd: RawFd) -> io::Result<()>;
+    fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()>;
 }
 
 /// The machine pmustress runs on.
@@ -706,7 +710,7 @@ impl Kernel for Real {
     }
 
     fn enable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
-        enable_fd(event.as_raw_fd())
+        enable_fd(event)
     }
 
     fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
@@ -719,7 +723,7 @@ impl Kernel for Real {
     }
 
     fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>> {
-        read_count_fd(event.as_raw_fd())
+        read_count_fd(event)
     }
 
     fn move_thread(&self, tid: libc::pid_t, cpu: usize) -> io::Result<()> {
@@ -792,18 +796,18 @@ impl HandlerKernel for Real {
     }
 
     #[inline(always)]
-    fn read_count(&self, fd: RawFd) -> io::Result<Option<u64>> {
-        read_count_fd(fd)
+    fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>> {
+        read_count_fd(event)
     }
 
     #[inline(always)]
-    fn disarm(&self, fd: RawFd, period: u64) -> io::Result<Option<u64>> {
-        disarm_fd(fd, period)
+    fn disarm(&self, event: BorrowedFd<'_>, period: u64) -> io::Result<Option<u64>> {
+        disarm_fd(event, period)
     }
 
     #[inline(always)]
-    fn arm(&self, fd: RawFd) -> io::Result<()> {
-        enable_fd(fd)
+    fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        enable_fd(event)
     }
 }
 
@@ -870,7 +874,7 @@ mod tests {
         event.enable().unwrap();
         spin_ms(5);
         assert!(event.read_count().unwrap().unwrap() > 0);
-        disarm_fd(event.raw_fd(), 1_000_000_000).unwrap();
+        disarm_fd(event.as_fd(), 1_000_000_000).unwrap();
         assert_eq!(event.read_count().unwrap(), Some(0));
         spin_ms(5);
         assert_eq!(
@@ -878,7 +882,7 @@ mod tests {
             Some(0),
             "a disarmed event counted on"
         );
-        enable_fd(event.raw_fd()).unwrap();
+        enable_fd(event.as_fd()).unwrap();
         spin_ms(5);
         assert!(event.read_count().unwrap().unwrap() > 0);
     }

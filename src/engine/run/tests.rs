@@ -574,12 +574,19 @@ fn sigio_and_a_wrong_thread_are_delivery_faults_never_drops() {
     );
     let d = &t.deliveries;
     assert_eq!((d.sigio, d.wrong_thread), (1, 1));
+    // The wrong thread records the signal in its own ring (only a ring's
+    // owner pushes into it), so the owner's stream has an interrupt without
+    // its signal: the owner's judge cannot tell it from one the kernel
+    // merged into the next, which then reads a period late.
+    assert_eq!((d.coalesced, d.late_by_a_period), (1, 1), "{d:?}");
     assert_eq!(
         t.anomalies
             .iter()
             .map(|(k, n)| (k.as_str(), *n))
             .collect::<Vec<_>>(),
         [
+            (AnomalyKind::CoalescedSignal.name(), 1),
+            (AnomalyKind::LateSignal.name(), 1),
             (AnomalyKind::SignalQueueOverflow.name(), 1),
             (AnomalyKind::ToolError.name(), 1)
         ]
