@@ -9,10 +9,10 @@ handler; judging is the controller's job.
 */
 
 use std::hint::black_box;
-use std::os::fd::{AsFd, AsRawFd};
-use std::sync::Arc;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::domain::SwitchWitness;
@@ -46,8 +46,11 @@ pub const TEST_STALL_ENV: &str = "PMUSTRESS_TEST_STALL_WORKER";
 pub struct WorkerShared {
     pub index: usize,
     pub tid: AtomicI32,
-    /// The event fd, so the watchdog can disable a stuck worker's event.
-    pub event_fd: AtomicI32,
+    /// The event fd (-1: none), so the watchdog can disable a stuck
+    /// worker's event: published while the event is open and withdrawn,
+    /// under this lock, before it closes, so a watchdog holding the lock
+    /// holds the event open.
+    pub event_fd: Mutex<RawFd>,
     /// Loop iterations: proof the thread still runs user code.
     pub heartbeat: AtomicU64,
     pub stop: AtomicBool,
@@ -62,7 +65,7 @@ impl WorkerShared {
         WorkerShared {
             index,
             tid: AtomicI32::new(0),
-            event_fd: AtomicI32::new(-1),
+            event_fd: Mutex::new(-1),
             heartbeat: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             moves: Ring::with_capacity(MOVE_RING_RECORDS),
@@ -196,7 +199,9 @@ pub fn run<K: Kernel>(
             return Finished::default();
         }
     };
-    shared.event_fd.store(event.as_raw_fd(), Ordering::Release);
+    // Declared after `event`, so dropped (withdrawn) before it closes, on
+    // every way out of here.
+    let _published = PublishedFd::new(&shared.event_fd, event.as_raw_fd());
     let (ring, ring_data_size) = ring;
     let _ = ready.send(Ok(Ready {
         index: shared.index,
@@ -228,7 +233,6 @@ pub fn run<K: Kernel>(
     let final_time_ns = kernel.now_ns();
     let _ = kernel::set_signal_mask(&signal::worker_signals(), true);
     drop(registration);
-    shared.event_fd.store(-1, Ordering::Release);
     let migrations_after = kernel.thread_migrations(tid);
     Finished {
         final_count,
@@ -236,6 +240,24 @@ pub fn run<K: Kernel>(
         kernel_migrations: migrations_before
             .zip(migrations_after)
             .map(|(a, b)| b.saturating_sub(a)),
+    }
+}
+
+/// A worker's event fd, published for the watchdog until dropped.
+struct PublishedFd<'a>(&'a Mutex<RawFd>);
+
+impl<'a> PublishedFd<'a> {
+    fn new(slot: &'a Mutex<RawFd>, fd: RawFd) -> PublishedFd<'a> {
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = fd;
+        PublishedFd(slot)
+    }
+}
+
+impl Drop for PublishedFd<'_> {
+    fn drop(&mut self) {
+        // Waits for a watchdog's DISABLE in progress: only then may the
+        // event close.
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = -1;
     }
 }
 
@@ -377,4 +399,36 @@ fn open_error(e: &std::io::Error, attr: &EventAttr) -> String {
         "perf_event_open(type {}, config {:#x}) failed: {e}; {hint}",
         attr.type_, attr.config
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fd is withdrawn on every way out of the worker (it used to stay
+    /// published when a run stopped before it started, naming a closed
+    /// file), and a watchdog holding the lock sees it published.
+    #[test]
+    fn a_published_fd_is_withdrawn_when_the_guard_goes() {
+        let shared = WorkerShared::new(0);
+        {
+            let _published = PublishedFd::new(&shared.event_fd, 7);
+            assert_eq!(*shared.event_fd.lock().unwrap(), 7);
+            // An early return drops it like the normal end does.
+        }
+        assert_eq!(*shared.event_fd.lock().unwrap(), -1);
+
+        // A watchdog holding the lock keeps the withdrawal (and with it
+        // the close) waiting until it lets go.
+        let published = Arc::new(Mutex::new(-1));
+        let guard = PublishedFd::new(&published, 9);
+        let held = published.lock().unwrap();
+        std::thread::scope(|s| {
+            let dropper = s.spawn(move || drop(guard));
+            assert_eq!(*held, 9);
+            drop(held);
+            dropper.join().unwrap();
+        });
+        assert_eq!(*published.lock().unwrap(), -1);
+    }
 }

@@ -587,16 +587,15 @@ fn watchdog<K: Kernel>(
             None
         };
         if let Some(reason) = reason {
-            let fd = h.event_fd.load(Ordering::Acquire);
-            if fd >= 0 {
-                // SAFETY: not fully: the worker publishes its event's fd while
-                // the event is open and stores -1 before closing it, but it
-                // may end between this load and the ioctl, and the number
-                // then name another file. The window is the worker's last
-                // instructions, after its own DISABLE; closing it needs the
-                // watchdog to hold its own reference to the event.
-                let _ = unsafe { kernel.disable_by_number(fd) };
+            let published = h.event_fd.lock().unwrap_or_else(|e| e.into_inner());
+            if *published >= 0 {
+                // SAFETY: the worker publishes its event's fd while the
+                // event is open and withdraws it under this lock before
+                // closing it: while we hold the lock, the number is its
+                // open event.
+                let _ = unsafe { kernel.disable_by_number(*published) };
             }
+            drop(published);
             h.stop.store(true, Ordering::Release);
             l.stalled = Some(reason);
         }
