@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fleet playbook (fleet/pmustress.yml) for real, on this machine:
 # "hosts" on 127.0.0.1 (host-a, host-c) and 127.0.0.2 (host-b), one sshd per
-# address (same port, so one can be killed alone), Ansible over SSH as root.
+# address (same port, so one can be killed alone), Ansible over SSH as root;
+# host-d, 127.0.0.3, has no sshd at all.
 #
 #   fleet/test.sh [DIST]      (default dist/, made by scripts/dist.sh x86_64)
 #
@@ -18,9 +19,9 @@
 #    by `pmustress report`, identical to the host's copy; the summary lists
 #    each with its exit status; ansible-playbook exits 0 (1 and 125 are
 #    results).
-# 2. Host a and b only (pmustress_hosts): b's sshd (and its connections)
+# 2. Hosts a, b and d (pmustress_hosts): b's sshd (and its connections)
 #    killed while the playbook polls: the summary says b is unreachable,
-#    a's results are whole, exit 2.
+#    and d, down from the start, too; a's results are whole; exit 2.
 # 3. The same run id again with b's sshd back: b's run (detached, it went
 #    on) is fetched without running pmustress again, a is not contacted.
 # 4. Run 1's id again after a lost run.json on the controller: only that
@@ -143,7 +144,10 @@ host-a ansible_host=127.0.0.1 pmustress_remote_dir=$TMP/host-a pmustress_args="-
 host-b ansible_host=127.0.0.2 pmustress_remote_dir=$TMP/host-b pmustress_args="--event task-clock --duration 3s --inject-drop-every 50"
 host-c ansible_host=127.0.0.1 pmustress_remote_dir=$TMP/host-c pmustress_args="--event task-clock --workers 1 --period 1000000 --duration 100ms"
 
-[fleet:vars]
+[down]
+host-d ansible_host=127.0.0.3 pmustress_remote_dir=$TMP/host-d
+
+[all:vars]
 ansible_port=$PORT
 ansible_user=root
 ansible_ssh_private_key_file=$TMP/client_key
@@ -205,12 +209,12 @@ EOF
 }
 
 start=$SECONDS
-TWO=(-e pmustress_hosts=host-a:host-b -e 'pmustress_args="--event task-clock --duration 10s"')
+TEN=(-e 'pmustress_args="--event task-clock --duration 10s"')
 
 # --- 1. three hosts, three results ---------------------------------------------
 log "1. host-a: a 3 s run; host-b: the same, every 50th interrupt dropped; host-c: 100 ms"
 rc=0
-playbook s1 s1 || rc=$?
+playbook s1 s1 -e pmustress_hosts=fleet || rc=$?
 [[ $rc == 0 ]] || fail "1: ansible-playbook exited $rc, not 0 (see $TMP/s1.log)"
 # At most 100 overflows of 1 ms in 100 ms, and 299 are needed: 125.
 [[ $(summary s1 host-b exit_status) == 1 && $(summary s1 host-b verdict) == dropped ]] ||
@@ -232,9 +236,10 @@ log "1. ok: three results back (exit $(summary s1 host-a exit_status), 1, 125), 
 
 # --- 2. host b's sshd dies while the playbook polls ---------------------
 t=$SECONDS
-log "2. a 10 s run on host-a and host-b; host-b's sshd killed while the playbook polls"
+log "2. a 10 s run on host-a and host-b; host-b's sshd killed while the playbook polls; host-d down"
 rc=0
-playbook s2 s2 "${TWO[@]}" -e pmustress_reconnects=1 -e pmustress_reconnect_timeout=5 &
+playbook s2 s2 "${TEN[@]}" -e pmustress_hosts=host-a:host-b:host-d \
+    -e pmustress_reconnects=1 -e pmustress_reconnect_timeout=5 &
 pb=$!
 for ((i = 0; i < 1200; i++)); do
     grep -q '^TASK \[Poll for the exit status\]' "$TMP/s2.log" 2>/dev/null && break
@@ -259,8 +264,12 @@ b_why=$(summary s2 host-b why)
 [[ $b_why == *unreachable* ]] || fail "2: host-b's reason does not say unreachable: $b_why"
 grep -q "^host-b  *$b_result: " "$RESULTS/s2.summary.txt" || fail "2: s2.summary.txt does not list host-b as $b_result"
 [[ ! -e $RESULTS/host-b/s2.exit_status ]] || fail "2: host-b's exit status came back through a dead sshd?"
-grep -q 'no results from host-b (see the summary)' "$TMP/s2.log" || fail "2: the playbook's last word is not 'no results from host-b'"
-log "2. ok: exit 2, host-b $b_result ($b_why), host-a intact ($((SECONDS - t)) s)"
+[[ $(summary s2 host-d result) == unreachable ]] || fail "2: host-d is $(summary s2 host-d result), not unreachable"
+[[ $(summary s2 host-d why) == "The host answered: unreachable: "*"Connection refused"* ]] ||
+    fail "2: host-d's reason: $(summary s2 host-d why)"
+grep -q 'no results from host-b, host-d (see the summary)' "$TMP/s2.log" ||
+    fail "2: the playbook's last word is not 'no results from host-b, host-d'"
+log "2. ok: exit 2, host-b $b_result ($b_why), host-d unreachable, host-a intact ($((SECONDS - t)) s)"
 
 # --- 3. the same run id with b back: b's run went on, and is fetched --------
 t=$SECONDS
@@ -268,7 +277,7 @@ log "3. run id s2 again, host-b's sshd back"
 start_sshd b
 a_before=$(stamps "$RESULTS/host-a")
 rc=0
-playbook s3 s2 "${TWO[@]}" || rc=$?
+playbook s3 s2 "${TEN[@]}" -e pmustress_hosts=host-a:host-b || rc=$?
 [[ $rc == 0 ]] || fail "3: ansible-playbook exited $rc, not 0 (see $TMP/s3.log)"
 [[ $(summary s2 host-a fetched) == earlier ]] || fail "3: host-a was fetched again"
 [[ $(summary s2 host-b fetched) == now ]] || fail "3: host-b not fetched"
@@ -290,7 +299,7 @@ b_before=$(stamps "$RESULTS/host-b")
 c_before=$(stamps "$RESULTS/host-c")
 remote_before=$(stamps "$TMP/host-a/runs")
 rc=0
-playbook s4 s1 || rc=$?
+playbook s4 s1 -e pmustress_hosts=fleet || rc=$?
 [[ $rc == 0 ]] || fail "4: ansible-playbook exited $rc, not 0 (see $TMP/s4.log)"
 task_lines s4 'Start pmustress run (async)' | grep -q '^\(changed\|ok\): ' && fail "4: pmustress was started again"
 fetched=$(task_lines s4 'Fetch the results directory' | grep '^changed: ' || true)
