@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fleet playbook (fleet/pmustress.yml) for real, on this machine:
-# "hosts" on 127.0.0.1 (host-a, host-c) and 127.0.0.2 (host-b), one sshd per
+# "hosts" on 127.0.0.1 (host-a, host-c, host-e) and 127.0.0.2 (host-b), one sshd per
 # address (same port, so one can be killed alone), Ansible over SSH as root;
 # host-d, 127.0.0.3, has no sshd at all.
 #
@@ -13,11 +13,12 @@
 # directory is then kept for a look, and its path printed; also with
 # PMUSTRESS_FLEET_KEEP=1).
 #
-# 1. A run on all three, each with its own arguments (inventory): a plain
+# 1. A run on four hosts, each with its own arguments (inventory): a plain
 #    one, one that finds (injected) dropped interrupts, exit 1, one too
-#    short to judge, exit 125. Every results directory comes back, readable
-#    by `pmustress report`, identical to the host's copy; the summary lists
-#    each with its exit status; ansible-playbook exits 0 (1 and 125 are
+#    short to judge, exit 125, one stopped by its time limit (SIGTERM,
+#    143). Every results directory comes back, readable by `pmustress
+#    report` (also grouped), identical to the host's copy; the summary lists
+#    each with its exit status; ansible-playbook exits 0 (1, 125 and 143 are
 #    results).
 # 2. Hosts a, b and d (pmustress_hosts): b's sshd (and its connections)
 #    killed while the playbook polls: the summary says b is unreachable,
@@ -148,6 +149,7 @@ cat >"$TMP/inventory.ini" <<EOF
 host-a ansible_host=127.0.0.1 pmustress_remote_dir=$TMP/host-a pmustress_args="--event task-clock --duration 3s"
 host-b ansible_host=127.0.0.2 pmustress_remote_dir=$TMP/host-b pmustress_args="--event task-clock --duration 3s --inject-drop-every 50"
 host-c ansible_host=127.0.0.1 pmustress_remote_dir=$TMP/host-c pmustress_args="--event task-clock --workers 1 --period 1000000 --duration 100ms"
+host-e ansible_host=127.0.0.1 pmustress_remote_dir=$TMP/host-e pmustress_args="--event task-clock --duration 1h" pmustress_timeout=2
 
 [down]
 host-d ansible_host=127.0.0.3 pmustress_remote_dir=$TMP/host-d
@@ -242,7 +244,7 @@ start=$SECONDS
 TEN=(-e 'pmustress_args="--event task-clock --duration 10s"')
 
 # --- 1. three hosts, three results ---------------------------------------------
-log "1. host-a: a 3 s run; host-b: the same, every 50th interrupt dropped; host-c: 100 ms"
+log "1. host-a: a 3 s run; host-b: the same, every 50th interrupt dropped; host-c: 100 ms; host-e: 1 h stopped at 2 s"
 rc=0
 playbook s1 s1 -e pmustress_hosts=fleet || rc=$?
 [[ $rc == 0 ]] || fail "1: ansible-playbook exited $rc, not 0 (see $TMP/s1.log)"
@@ -252,7 +254,9 @@ playbook s1 s1 -e pmustress_hosts=fleet || rc=$?
 [[ $(summary s1 host-c exit_status) == 125 && $(summary s1 host-c verdict) == inconclusive ]] ||
     fail "1: host-c: exit $(summary s1 host-c exit_status), $(summary s1 host-c verdict), not 125, inconclusive"
 [[ $(summary s1 host-c why) == *"not enough overflows"* ]] || fail "1: host-c's reason: $(summary s1 host-c why)"
-for h in a b c; do
+[[ $(summary s1 host-e exit_status) == 143 && $(summary s1 host-e verdict) == interrupted ]] ||
+    fail "1: host-e: exit $(summary s1 host-e exit_status), $(summary s1 host-e verdict), not 143, interrupted"
+for h in a b c e; do
     [[ $(summary s1 "host-$h" result) == results ]] || fail "1: summary: host-$h has no results"
     [[ $(summary s1 "host-$h" fetched) == now ]] || fail "1: summary: host-$h not fetched now"
     [[ $(summary s1 "host-$h" exit_status) == $(cat "$RESULTS/host-$h/s1.exit_status") ]] ||
@@ -260,15 +264,15 @@ for h in a b c; do
     grep -q "^host-$h " "$RESULTS/s1.summary.txt" || fail "1: no host-$h line in s1.summary.txt"
     same_as_host "$h" s1
 done
-check_report s1 a b c
-check_grouped s1 a b c
+check_report s1 a b c e
+check_grouped s1 a b c e
 [[ $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["groups"][0]["self_tests"])' "$TMP/grouped-s1.json") == 1 ]] ||
     fail "1: the grouped report does not count host-b's injected run as the one self-test"
 # The playbook ran the same report, as text, at the end of its summary.
-task_lines s1 'Report' | grep -qE "^ *\"$(cat /proc/sys/kernel/hostname) +3 +[0-9]+ " ||
-    fail "1: the playbook's grouped report has no row of 3 runs for $(cat /proc/sys/kernel/hostname): $(task_lines s1 'Report')"
-grep -q '"results from all 3 hosts in ' "$TMP/s1.log" || fail "1: the playbook does not say all 3 hosts returned"
-log "1. ok: three results back (exit $(summary s1 host-a exit_status), 1, 125), report reads them ($((SECONDS - start)) s)"
+task_lines s1 'Report' | grep -qE "^ *\"$(cat /proc/sys/kernel/hostname) +4 +[0-9]+ " ||
+    fail "1: the playbook's grouped report has no row of 4 runs for $(cat /proc/sys/kernel/hostname): $(task_lines s1 'Report')"
+grep -q '"results from all 4 hosts in ' "$TMP/s1.log" || fail "1: the playbook does not say all 4 hosts returned"
+log "1. ok: four results back (exit $(summary s1 host-a exit_status), 1, 125, 143), report reads them ($((SECONDS - start)) s)"
 
 # --- 2. host b's sshd dies while the playbook polls ---------------------
 t=$SECONDS
@@ -334,7 +338,7 @@ log "4. run id s1 again after host-a's run.json was lost on the controller"
 rm "$RESULTS/host-a/s1/run.json" "$RESULTS/host-a/s1.exit_status"
 a_before=$(stamps "$RESULTS/host-a/s1")
 b_before=$(stamps "$RESULTS/host-b")
-c_before=$(stamps "$RESULTS/host-c")
+c_before=$(stamps "$RESULTS/host-c")$(stamps "$RESULTS/host-e")
 remote_before=$(stamps "$TMP/host-a/runs")
 rc=0
 playbook s4 s1 -e pmustress_hosts=fleet || rc=$?
@@ -347,18 +351,18 @@ fetched=$(task_lines s4 'Fetch the fingerprint, the console and the exit status'
 [[ $fetched == "changed: [host-a] => (item=.exit_status)" ]] ||
     fail "4: fetch copied not exactly host-a's exit status but: $fetched"
 [[ $(stamps "$TMP/host-a/runs") == "$remote_before" ]] || fail "4: host-a's own files changed"
-[[ $(stamps "$RESULTS/host-b") == "$b_before" && $(stamps "$RESULTS/host-c") == "$c_before" ]] ||
-    fail "4: host-b's or host-c's files on the controller changed"
+[[ $(stamps "$RESULTS/host-b") == "$b_before" && $(stamps "$RESULTS/host-c")$(stamps "$RESULTS/host-e") == "$c_before" ]] ||
+    fail "4: host-b's, host-c's or host-e's files on the controller changed"
 # Everything but the two fetched files kept its inode and mtime.
 [[ $(stamps "$RESULTS/host-a/s1" | grep -v '^\./run.json ') == "$(grep -v '^\./run.json ' <<<"$a_before")" ]] ||
     fail "4: host-a's other files were copied again"
 [[ $(summary s1 host-a fetched) == now && $(summary s1 host-b fetched) == earlier ]] ||
     fail "4: summary: host-a $(summary s1 host-a fetched), host-b $(summary s1 host-b fetched)"
 same_as_host a s1
-check_report s1 a b c
+check_report s1 a b c e
 grep -qE '^host-b +: ok=[0-9]+ +changed=0 +unreachable=0 +failed=0 ' "$TMP/s4.log" ||
     fail "4: the recap does not show host-b unchanged: $(grep '^host-b ' "$TMP/s4.log")"
-for h in b c; do
+for h in b c e; do
     task_lines s4 'Connect and read the architecture' | grep -qx "skipping: \[host-$h\]" ||
         fail "4: host-$h was contacted though its results were back"
 done
