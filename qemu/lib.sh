@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Helpers shared by qemu/run.sh and qemu/build-kernel.sh. Sourced, not executed.
+# Helpers shared by qemu/run.sh, qemu/build-kernel.sh and scripts/dist.sh. Sourced, not
+# executed.
 
 # Used by the scripts that source this file.
 # shellcheck disable=SC2034
@@ -8,7 +9,8 @@ QEMU_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${PMUSTRESS_QEMU_CACHE:-$HOME/.cache/pmustress-qemu}
 export DEBIAN_FRONTEND=noninteractive
 
-log() { printf '[qemu %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+# LOG_TAG: who speaks (scripts/dist.sh sources this file too).
+log() { printf '[%s %(%H:%M:%S)T] %s\n' "${LOG_TAG:-qemu}" -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # Packages that are not "install ok installed" among the arguments.

@@ -24,6 +24,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../scripts/static-build.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/static-build.sh"
 
 # One boot per (vCPUs, pseudo-NMI) setting, each running a list of runs; together the
 # runs cover every value of every axis (qemu/README.md has the table).
@@ -227,33 +229,17 @@ fetch_debian_kernel() {
     DEBIAN_CONFIG=$root/boot/config-$DEBIAN_RELEASE
 }
 
-# Cross-build pmustress; sets PMUSTRESS_BIN.
+# Cross-build pmustress (scripts/static-build.sh, as scripts/dist.sh builds the
+# release binary); sets PMUSTRESS_BIN.
 build_pmustress() {
     if [[ -n ${PMUSTRESS_QEMU_BIN:-} ]]; then
         PMUSTRESS_BIN=$PMUSTRESS_QEMU_BIN
         log "using prebuilt $PMUSTRESS_BIN"
         return
     fi
-    local src=$SRC cargo rustc target_dir start=$SECONDS
-    [[ -f $src/Cargo.toml ]] || die "no Cargo.toml in $src"
-    if command -v rustup >/dev/null &&
-        rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
-        cargo=cargo rustc=rustc target_dir=$CACHE/target-rustup
-    else
-        ensure_pkgs rustc-web cargo-web libstd-rust-web-dev:arm64
-        cargo=/usr/bin/cargo rustc=/usr/bin/rustc target_dir=$CACHE/target-debian
-    fi
-    log "cross-building pmustress from $src with $("$rustc" --version)"
-    # --no-default-features: the guest never plots, so no plotters, font or
-    # PNG encoder to cross-build and copy into the initramfs.
-    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-        RUSTFLAGS="-C target-feature=+crt-static" RUSTC=$rustc \
-        nice -n 5 "$cargo" build --release --locked --quiet --no-default-features \
-        --manifest-path "$src/Cargo.toml" --target aarch64-unknown-linux-gnu \
-        --target-dir "$target_dir" >&2
-    PMUSTRESS_BIN=$target_dir/aarch64-unknown-linux-gnu/release/pmustress
-    [[ -x $PMUSTRESS_BIN ]] || die "cargo built no $PMUSTRESS_BIN"
-    log "pmustress built in $((SECONDS - start)) s"
+    # Target directories $CACHE/target-rustup or $CACHE/target-debian.
+    static_build aarch64 "$SRC" "$CACHE/target"
+    PMUSTRESS_BIN=$STATIC_BIN
 }
 
 # ---------------------------------------------------------------------------------------

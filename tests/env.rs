@@ -1,6 +1,6 @@
 //! `pmustress env` on this very machine, and its embedding in every run.
 
-use crate::util::{has_core_pmu, read_json, run, shared_machine};
+use crate::util::{has_core_pmu, read_json, run, shared_machine, stdout_of};
 
 #[test]
 fn env_json_has_schema_and_a_pseudo_nmi_verdict_with_evidence() {
@@ -72,4 +72,38 @@ fn env_reads_another_root() {
     }
     let out = run(&["env", "--root", "/nonexistent"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `--version` names the commit, as `env` does: a fleet's binaries (and a
+/// bug report's) say which tree they were built from.
+#[test]
+fn version_carries_the_commit_env_reports() {
+    let version = stdout_of(&["--version"]);
+    let env: serde_json::Value = serde_json::from_str(&stdout_of(&["env", "--json"])).unwrap();
+    let commit = env["tool"]["commit"].as_str().unwrap();
+    assert_eq!(
+        version,
+        format!(
+            "pmustress {} (commit {commit})\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    // A built checkout names its HEAD (and "-dirty" with uncommitted
+    // changes); only a tree without git says "unknown".
+    let head = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8(o.stdout).unwrap().trim().to_string());
+    match head {
+        Some(head) => {
+            assert_eq!(head.len(), 40, "{head}");
+            assert!(
+                commit == head || commit == format!("{head}-dirty"),
+                "{commit} vs HEAD {head}"
+            );
+        }
+        None => assert_eq!(commit, "unknown"),
+    }
 }

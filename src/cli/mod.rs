@@ -23,7 +23,8 @@ use crate::domain::{GroupBy, MigrateMode, OutputFormat, RearmMode, SwitchWitness
 #[derive(Debug, Parser)]
 #[command(
     name = "pmustress",
-    version,
+    // The commit too (build.rs): a fleet's binaries say which tree they are.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("PMUSTRESS_GIT_COMMIT"), ")"),
     about = "Stress-tests PMU overflow interrupts: finds overflows whose interrupt never came",
     long_about = None,
 )]
