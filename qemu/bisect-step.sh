@@ -20,8 +20,8 @@
 #   --max-guest-seconds N  give up undecided after N guest seconds (default 10; 125)
 #   --build-only     build the kernel and exit 0 (125 if it does not build)
 #   --src DIR        pmustress source tree (default: the repository holding this script)
-# After "--": more `pmustress run` arguments; they come after the defaults, so a flag
-# given again overrides a default (e.g. -- --period 100000).
+# After "--": more `pmustress run` arguments; one that gives a flag of the defaults
+# replaces it (e.g. -- --period 100000; --bad-rate and --baseline replace each other).
 #
 # The kernel: qemu/kernel.config (+ CONFIG_ARM_PMUV3=y, the driver's symbol from 6.3 on)
 # merged onto the tree's allnoconfig, then olddefconfig; built out of tree in
@@ -50,12 +50,12 @@ set -euo pipefail
 # in the fewest wall seconds, measured on this bed (qemu/README.md, "Bisecting the
 # driver").
 # 4 vCPUs, one worker each, moved back to back, at the smallest period QEMU's skid
-# allows (above 40000): the 6.1 driver without pseudo-NMI lost 29-35% of all overflows
+# allows (above 40000): the 6.1 driver without pseudo-NMI lost 20-34% of all overflows
 # there, and with pseudo-NMI the run counts the overflows a good verdict needs 2-3x
 # faster than on 2 vCPUs.
 SMP=4
 PMUSTRESS_DEFAULTS=(--event cycles --migrate ping-pong --period 50000)
-# A bad kernel drops at least this many per overflow: far below the 0.29 measured, so
+# A bad kernel drops at least this many per overflow: far below the 0.20 measured, so
 # a bad kernel is called bad (the chance of 4,603 overflows with no drop at a rate of
 # 0.005 is 1e-10); the good verdict then needs 4,603 overflows at 0.99.
 BAD_RATE=0.001
@@ -76,11 +76,11 @@ on_exit() {
     [[ -n $FINAL ]] && exit "$FINAL"
     case $STAGE in
     setup)
-        log "bisect-step: the bed failed (exit $rc): aborting the bisect ($EXIT_ABORT)"
+        log "bisect-step: setup failed (exit $rc, see above): aborting the bisect ($EXIT_ABORT)"
         exit "$EXIT_ABORT" ;;
     *)
-        printf 'bisect-step %s: skip (exit 125): %s failed (exit %s)%s\n' "${COMMIT:0:12}" \
-            "$STAGE" "$rc" "${STEP:+, see $STEP}"
+        printf 'bisect-step %s: skip (exit 125): the %s step failed (exit %s)%s\n' \
+            "${COMMIT:0:12}" "$STAGE" "$rc" "${STEP:+, see $STEP}"
         exit 125 ;;
     esac
 }
@@ -94,6 +94,22 @@ write_init() {
     init_head
     printf 'run_one bisect /pmustress %s\n' "$(printf '%q ' run "${RUN_ARGS[@]}")"
     init_tail
+}
+
+# overridden FLAG ARGS...: whether ARGS give FLAG (--bad-rate and --baseline exclude
+# each other, so either overrides both).
+overridden() {
+    local flag=$1 a
+    shift
+    for a in "$@"; do
+        case $flag in
+        --bad-rate | --baseline)
+            [[ $a == --bad-rate || $a == --bad-rate=* || $a == --baseline || $a == --baseline=* ]] &&
+                return 0 ;;
+        *) [[ $a == "$flag" || $a == "$flag"=* ]] && return 0 ;;
+        esac
+    done
+    return 1
 }
 
 # Build the checked-out tree into $OBJ; sets BUILD_SECONDS. Any failure: skip (125).
@@ -119,7 +135,11 @@ build_kernel() {
     if ! nice -n 10 make -s -C "$TOP" O="$OBJ" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
         "${cc[@]}" -j"$KERNEL_JOBS" Image >>"$STEP/build.log" 2>&1; then
         grep -m 20 -E 'error|Error' "$STEP/build.log" >&2 || tail -n 20 "$STEP/build.log" >&2
-        die "the kernel does not build"
+        FINAL=125
+        printf 'bisect-step %s: skip (exit 125): the kernel does not build (%d s; see %s/build.log); %s\n' \
+            "${COMMIT:0:12}" $((SECONDS - start)) "$STEP" "$(git -C "$TOP" log -1 --format=%s)" |
+            tee "$STEP/verdict"
+        exit 125
     fi
     cp "$OBJ/arch/arm64/boot/Image" "$STEP/Image"
     BUILD_SECONDS=$((SECONDS - start))
@@ -127,7 +147,7 @@ build_kernel() {
 }
 
 main() {
-    local fix=0 build_only=0 append="" rate_args=() extra=() rc verdict mapped initrd
+    local fix=0 build_only=0 append="" rate_args=() extra=() defaults=() i rc verdict mapped initrd
     local json overflows needed dropped guest wall reason start=$SECONDS
     trap on_exit EXIT
     SRC=${PMUSTRESS_SRC:-$(cd "$QEMU_DIR/.." && pwd)}
@@ -160,7 +180,7 @@ main() {
     TOP=$(cd "$TOP" && pwd -P)
     [[ -f $TOP/Makefile && -d $TOP/arch/arm64 ]] || die "$TOP is not a Linux tree with arch/arm64"
     COMMIT=$(git -C "$TOP" rev-parse HEAD)
-    TREE_DIR=$CACHE/bisect/$(basename "$TOP")-$(printf '%s' "$TOP" | sha256sum | cut -c1-12)
+    TREE_DIR=$(bisect_tree_dir "$TOP")
     OBJ=$TREE_DIR/obj
     STEP=$TREE_DIR/$COMMIT
     rm -rf "$STEP"
@@ -176,8 +196,14 @@ main() {
         else
             rate_args=(--bad-rate "$BAD_RATE")
         fi
-        RUN_ARGS=("${PMUSTRESS_DEFAULTS[@]}" --workers "$SMP" "${rate_args[@]}" --confidence "$CONFIDENCE"
-            --duration "${RUN_CAP}s" "${extra[@]}")
+        defaults=("${PMUSTRESS_DEFAULTS[@]}" --workers "$SMP" "${rate_args[@]}" --confidence "$CONFIDENCE"
+            --duration "${RUN_CAP}s")
+        # pmustress refuses a flag given twice: a default the user gives again is left out.
+        RUN_ARGS=()
+        for ((i = 0; i < ${#defaults[@]}; i += 2)); do
+            overridden "${defaults[i]}" "${extra[@]}" || RUN_ARGS+=("${defaults[i]}" "${defaults[i + 1]}")
+        done
+        RUN_ARGS+=("${extra[@]}")
     fi
 
     build_kernel
