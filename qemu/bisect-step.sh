@@ -37,7 +37,8 @@
 # --fix swapped), 125 skip: the commit does not configure or build, does not boot, or
 # the run could not decide (pmustress 125, killed, no result). 255 aborts the bisect:
 # the bed itself is broken (no qemu, no cross compiler, pmustress does not build, a
-# usage error here or in the pmustress arguments), where every step would fail alike.
+# usage error here or in the pmustress arguments), where every step would fail alike,
+# and so does an interrupted step (SIGINT, SIGTERM, SIGHUP).
 #
 # Environment: as qemu/run.sh (PMUSTRESS_QEMU_CACHE, PMUSTRESS_SRC, PMUSTRESS_QEMU_BIN,
 # PMUSTRESS_QEMU_CPU, PMUSTRESS_QEMU_ICOUNT, PMUSTRESS_QEMU_TIMEOUT,
@@ -150,6 +151,8 @@ main() {
     local fix=0 build_only=0 append="" rate_args=() extra=() defaults=() i rc verdict mapped initrd
     local json overflows needed dropped guest wall reason start=$SECONDS
     trap on_exit EXIT
+    # Interrupted (Ctrl-C, a killed bisect): stop the bisect, never mark the commit.
+    trap 'FINAL=$EXIT_ABORT; exit $EXIT_ABORT' INT TERM HUP
     SRC=${PMUSTRESS_SRC:-$(cd "$QEMU_DIR/.." && pwd)}
     while (($#)); do
         case $1 in
