@@ -29,12 +29,14 @@
 # The commits have fixed names and dates, so their hashes are the same on every machine
 # with the same linux-source-6.1; the check is by subject, and the hash is printed.
 #
-# The repository and its object tree are cached under
-# $CACHE/bisect-known-answer/KEY (KEY: the oracle kernel's: linux-source-6.1's version,
-# qemu/kernel.config, the cross compiler, oracle.patch); the history is made again on
-# every run (seconds), so changing it here costs no full kernel build. The first run
-# builds the kernel once (~5-10 min on 2 CPUs); later ones rebuild what a checkout
-# touched (an object file or two and the link).
+# The repository is cached as $CACHE/bisect-known-answer/KEY/linux (KEY: the oracle
+# kernel's: linux-source-6.1's version, qemu/kernel.config, the cross compiler,
+# oracle.patch), its object tree where bisect-step.sh keeps it; the history is made
+# again on every run (seconds), so changing it here costs no full kernel build. The
+# first run takes the oracle kernel's build when build-kernel.sh kept it
+# (PMUSTRESS_KEEP_KERNEL_BUILD=1: .ci/run sets it for run.sh; the repository is then a
+# link to $CACHE/kernel/work-KEY/src), else builds the kernel once (~5-13 min on 2
+# CPUs); later runs rebuild what a checkout touched (an object file or two, the link).
 #
 # Exit: 0 when git bisect named exactly D and, for the fix, B; 1 otherwise; 2 on a usage
 # error.
@@ -78,7 +80,27 @@ make_base_repo() {
     git -C "$REPO" init -q -b main
     log "known answer: committing the base tree"
     # -f: Debian's top-level .gitignore ignores everything ("/*") but debian/.
-    commit_step "base: $(dpkg-query -W -f='${Package} ${Version}' "$SRC_PKG") with qemu/patches/oracle.patch" -f
+    commit_step "$BASE_SUBJECT" -f
+    git_fixed tag base
+    log "known answer: base repository made in $((SECONDS - start)) s"
+}
+
+# adopt_oracle_build WORK: the oracle kernel's source and object trees, kept by
+# build-kernel.sh (PMUSTRESS_KEEP_KERNEL_BUILD=1, as .ci/run sets), are the base's
+# source exactly, built: make WORK/src the repository (in place: the object tree names
+# its source by absolute path) and move WORK/obj where bisect-step.sh looks for it (the
+# object tree names nothing by its own path). Saves a whole kernel build.
+adopt_oracle_build() {
+    local work=$1 src tree_dir start=$SECONDS
+    src=$(cd "$work/src" && pwd -P)
+    tree_dir=$(bisect_tree_dir "$src")
+    log "known answer: adopting the oracle kernel's kept build $work as the base"
+    rm -rf "$tree_dir/obj"
+    mkdir -p "$tree_dir"
+    mv "$work/obj" "$tree_dir/obj"
+    ln -s "$src" "$REPO"
+    git -C "$REPO" init -q -b main
+    commit_step "$BASE_SUBJECT" -f
     git_fixed tag base
     log "known answer: base repository made in $((SECONDS - start)) s"
 }
@@ -135,8 +157,8 @@ run_bisect() {
     fi
     shift
     expected=$(by_subject "$subject")
-    log "known answer, $name: git bisect start ${terms[*]} $new $old; git bisect run qemu/bisect-step.sh $*"
-    git -C "$REPO" bisect reset -q >/dev/null 2>&1 || true
+    log "known answer, $name: git bisect start ${terms[*]:+${terms[*]} }$new $old; git bisect run qemu/bisect-step.sh $*"
+    git -C "$REPO" bisect reset >/dev/null 2>&1 || true
     git -C "$REPO" bisect start "${terms[@]}" "$new" "$old" >/dev/null
     set +e
     (cd "$REPO" && git bisect run "$QEMU_DIR/bisect-step.sh" "$@") >"$log" 2>&1
@@ -145,7 +167,7 @@ run_bisect() {
     grep -E '^bisect-step |is the first|could be any|^bisect (found|run)' "$log" >&2 || true
     found=$(git -C "$REPO" rev-parse -q --verify "refs/bisect/$term_new" || true)
     git -C "$REPO" bisect log >"$WORK/$name.bisect-log" 2>/dev/null || true
-    git -C "$REPO" bisect reset -q >/dev/null 2>&1 || true
+    git -C "$REPO" bisect reset >/dev/null 2>&1 || true
     if ((rc == 0)) && [[ $found == "$expected" ]] &&
         grep -q "^$expected is the first $term_new commit" "$log"; then
         printf 'PASS bisect known answer, %s: git bisect named %s "%s" (%d steps, %d s)\n' \
@@ -175,16 +197,22 @@ main() {
     WORK=$CACHE/bisect-known-answer/$key
     REPO=$WORK/linux
     mkdir -p "$WORK"
+    BASE_SUBJECT="base: $(dpkg-query -W -f='${Package} ${Version}' "$SRC_PKG") with qemu/patches/oracle.patch"
     if ! git -C "$REPO" rev-parse -q --verify base >/dev/null 2>&1; then
         rm -rf "$REPO"
-        make_base_repo
+        if [[ -f $CACHE/kernel/work-$key/obj/vmlinux && -f $CACHE/kernel/oracle-6.1-$key/Image ]]; then
+            adopt_oracle_build "$CACHE/kernel/work-$key"
+        else
+            make_base_repo
+        fi
     fi
-    git -C "$REPO" bisect reset -q >/dev/null 2>&1 || true
+    git -C "$REPO" bisect reset >/dev/null 2>&1 || true
     make_history
     git -C "$REPO" log --format='  %h %s' base..main >&2
     export PMUSTRESS_SRC=$SRC
-    # The tip's kernel first: after the first run, an object file or two and the link.
-    log "known answer: building the tip (the first time: the whole kernel)"
+    # The tip's kernel first: the whole kernel only when nothing was built or adopted,
+    # else what the history touched (an object file or two and the link).
+    log "known answer: building the tip"
     (cd "$REPO" && "$QEMU_DIR/bisect-step.sh" --build-only) >&2 ||
         die "known answer: the tip does not build"
     run_bisect regression main "$(by_subject "$FIX_SUBJECT")" "$REGRESSION_SUBJECT" \

@@ -378,3 +378,9 @@ check_config() {
     done
     ((bad == 0)) || die "kernel config is not what the fragment asks for (symbol renamed or dependency missing?)"
 }
+
+# bisect_tree_dir TREE: where bisect-step.sh keeps the object tree and the steps' results
+# of the kernel tree at the physical path TREE: its name and a hash of its path.
+bisect_tree_dir() {
+    printf '%s/bisect/%s-%s\n' "$CACHE" "$(basename "$1")" "$(printf '%s' "$1" | sha256sum | cut -c1-12)"
+}
