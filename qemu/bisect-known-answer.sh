@@ -38,8 +38,11 @@
 # link to $CACHE/kernel/work-KEY/src), else builds the kernel once (~5-13 min on 2
 # CPUs); later runs rebuild what a checkout touched (an object file or two, the link).
 #
-# Exit: 0 when git bisect named exactly D and, for the fix, B; 1 otherwise; 2 on a usage
-# error.
+# Every step that booted is also checked against the oracle (the kernel counts the
+# overflows its driver lost): a bad verdict needs losses, a good one none.
+#
+# Exit: 0 when git bisect named exactly D and, for the fix, B, and the oracle agrees
+# with every verdict; 1 otherwise; 2 on a usage error.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -145,11 +148,37 @@ by_subject() {
     git -C "$REPO" log --format=%H -n1 --fixed-strings --grep="$1" main
 }
 
+# oracle_agrees LOG: every step of LOG that booted, its verdict against the driver's own
+# count of the overflows it lost in that run (qemu/patches/oracle.patch): bad needs
+# lost > 0, good lost = 0. Prints "N steps" or what disagrees; fails on a disagreement.
+oracle_agrees() {
+    local log=$1 tree_dir short verdict d b a n=0 bad=()
+    tree_dir=$(bisect_tree_dir "$(cd "$REPO" && pwd -P)")
+    while read -r short verdict; do
+        d=$tree_dir/$(git -C "$REPO" rev-parse "$short")/result/runs/bisect
+        b=$(awk '$1 == "lost" { print $2 }' "$d/oracle-before" 2>/dev/null || true)
+        a=$(awk '$1 == "lost" { print $2 }' "$d/oracle-after" 2>/dev/null || true)
+        if ! [[ $b =~ ^[0-9]+$ && $a =~ ^[0-9]+$ ]]; then
+            bad+=("$short: no oracle counters in $d")
+        elif [[ $verdict == bad ]] && ((a - b == 0)); then
+            bad+=("$short: pmustress says bad, the oracle lost none")
+        elif [[ $verdict == good ]] && ((a - b > 0)); then
+            bad+=("$short: pmustress says good, the oracle lost $((a - b))")
+        fi
+        n=$((n + 1))
+    done < <(sed -nE 's/^bisect-step ([0-9a-f]+): (good|bad)[ ,].*/\1 \2/p' "$log")
+    if ((${#bad[@]})); then
+        (IFS=';'; echo "the oracle disagrees: ${bad[*]}")
+        return 1
+    fi
+    echo "$n"
+}
+
 # run_bisect NAME NEW OLD EXPECTED-SUBJECT [TERM-OLD TERM-NEW] -- STEP-ARGS...: one
 # `git bisect run`; prints PASS or FAIL; returns 0 only if it named the expected commit.
 run_bisect() {
     local name=$1 new=$2 old=$3 subject=$4 term_new=bad terms=() expected rc
-    local found log=$WORK/$1.log start=$SECONDS
+    local found agree log=$WORK/$1.log start=$SECONDS
     shift 4
     if [[ $1 != -- ]]; then
         term_new=$2 terms=(--term-old="$1" --term-new="$2")
@@ -168,11 +197,15 @@ run_bisect() {
     found=$(git -C "$REPO" rev-parse -q --verify "refs/bisect/$term_new" || true)
     git -C "$REPO" bisect log >"$WORK/$name.bisect-log" 2>/dev/null || true
     git -C "$REPO" bisect reset >/dev/null 2>&1 || true
+    if ! agree=$(oracle_agrees "$log"); then
+        printf 'FAIL bisect known answer, %s: %s (see %s)\n' "$name" "$agree" "$log"
+        return 1
+    fi
     if ((rc == 0)) && [[ $found == "$expected" ]] &&
         grep -q "^$expected is the first $term_new commit" "$log"; then
-        printf 'PASS bisect known answer, %s: git bisect named %s "%s" (%d steps, %d s)\n' \
+        printf 'PASS bisect known answer, %s: git bisect named %s "%s" (%d steps, the oracle agrees with all %d verdicts; %d s)\n' \
             "$name" "${expected:0:12}" "$subject" "$(grep -c '^bisect-step ' "$log")" \
-            $((SECONDS - start))
+            "$agree" $((SECONDS - start))
         return 0
     fi
     printf 'FAIL bisect known answer, %s: git bisect run exited %s and named %s, want %s "%s" (see %s)\n' \
