@@ -17,40 +17,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-FRAGMENT=$QEMU_DIR/kernel.config
-PATCH=$QEMU_DIR/patches/oracle.patch
 PATCHED_FILES=(arch/arm64/kernel/perf_event.c drivers/perf/arm_pmu.c)
 VARIANT=${1:-small}
-JOBS=${PMUSTRESS_KERNEL_JOBS:-3}
-SRC_PKG=linux-source-6.1
-
-kernel_key() {
-    local srcver gccver
-    srcver=$(dpkg-query -W -f='${Version}' "$SRC_PKG")
-    gccver=$(dpkg-query -W -f='${Version}' gcc-aarch64-linux-gnu)
-    {
-        cat "$FRAGMENT"
-        echo "$SRC_PKG $srcver"
-        echo "gcc-aarch64-linux-gnu $gccver"
-        if [[ $VARIANT == oracle ]]; then
-            echo "oracle.patch"
-            cat "$PATCH"
-        fi
-    } | sha256sum | cut -c1-16
-}
-
-check_config() {
-    local config=$1 sym bad=0
-    for sym in CONFIG_ARM64_PSEUDO_NMI CONFIG_HW_PERF_EVENTS CONFIG_ARM_PMU \
-        CONFIG_ARM_GIC_V3 CONFIG_IKCONFIG_PROC CONFIG_SERIAL_AMBA_PL011_CONSOLE \
-        CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP CONFIG_MAGIC_SYSRQ CONFIG_SMP; do
-        if ! grep -qx "$sym=y" "$config"; then
-            log "ERROR: $config lacks $sym=y"
-            bad=1
-        fi
-    done
-    ((bad == 0)) || die "kernel config is not what the fragment asks for (symbol renamed or dependency missing?)"
-}
 
 build() {
     local key=$1 out=$2 work srcdir objdir start
@@ -68,14 +36,13 @@ build() {
             die "oracle.patch does not apply to $SRC_PKG"
     fi
     log "configuring (allnoconfig + $FRAGMENT)"
-    make -s -C "$srcdir" O="$objdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
-        KCONFIG_ALLCONFIG="$FRAGMENT" allnoconfig >&2
+    kernel_make "$srcdir" "$objdir" KCONFIG_ALLCONFIG="$FRAGMENT" allnoconfig
     check_config "$objdir/.config"
-    log "building Image with -j$JOBS (about 10 CPU-minutes)"
+    log "building Image with -j$KERNEL_JOBS (about 10 CPU-minutes)"
     # The compiler's messages go to the log as usual and to a file, to look for warnings
     # in the patched files.
     nice -n 10 make -s -C "$srcdir" O="$objdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
-        -j"$JOBS" Image 2> >(tee "$work/make.stderr" >&2) >&2
+        -j"$KERNEL_JOBS" Image 2> >(tee "$work/make.stderr" >&2) >&2
     check_config "$objdir/.config"
     if [[ $VARIANT == oracle ]]; then
         local f
@@ -109,7 +76,7 @@ main() {
     ensure_pkgs "$SRC_PKG" bc bison flex libssl-dev libelf-dev make xz-utils gcc \
         gcc-aarch64-linux-gnu patch
     local key out
-    key=$(kernel_key)
+    key=$(kernel_key "$VARIANT")
     out=$CACHE/kernel/$VARIANT-6.1-$key
     # The lock serialises concurrent callers (run.sh starts this in the background).
     with_lock "$CACHE/kernel/lock" build_if_missing "$key" "$out"

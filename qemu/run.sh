@@ -24,8 +24,6 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=../scripts/static-build.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/static-build.sh"
 
 # One boot per (vCPUs, pseudo-NMI) setting, each running a list of runs; together the
 # runs cover every value of every axis (qemu/README.md has the table).
@@ -38,28 +36,11 @@ DURATION=${PMUSTRESS_QEMU_DURATION:-1500ms}
 # The Debian stock kernel has no oracle: its case keeps the qualitative answer and the
 # budget measured for it (qemu/README.md).
 DEBIAN_BUDGET=4s
-TIMEOUT=${PMUSTRESS_QEMU_TIMEOUT:-900}
-# pauth-impdef=on: the same CPU features as plain "max", but QEMU computes pointer
-# authentication codes with a cheap hash instead of QARMA. Debian's kernel signs every
-# function return, and with plain "max" it boots in ~25 s instead of ~7 s and runs the
-# 2 guest-second case ~6x slower. The small kernel has PTR_AUTH off; drops reproduce
-# the same way on both settings (qemu/README.md).
-QEMU_CPU=${PMUSTRESS_QEMU_CPU:-max,pauth-impdef=on}
-# shift=0: one instruction per guest nanosecond, which makes the emulated cycle counter
-# exact. sleep=off: an idle vCPU jumps to its next timer instead of waiting in host
-# time, so guest timing does not depend on how busy the host is (with sleep=on a loaded
-# host gave the unmigrated case late/early signal pairs in 3 of 5 runs, sleep=off none).
-QEMU_ICOUNT=${PMUSTRESS_QEMU_ICOUNT:-shift=0,sleep=off}
 # The one-worker unmigrated runs keep every pmustress thread on vCPU 0. QEMU's cycle
 # counter is virtual time, which also runs while the other vCPU executes: with
 # pmustress's own controller thread waking there, the worker's overflow interrupts came
 # ~45,000 cycles late in 7 of 10 runs, and 0 of 10 once pinned.
 PIN_ALL="taskset -c 0"
-# Guest-side limit (guest seconds) on one pmustress command, so a hung run still reports.
-GUEST_TIMEOUT=${PMUSTRESS_QEMU_GUEST_TIMEOUT:-30}
-# The oracle's counters, in /sys/module/pmu_oracle/parameters/ (qemu/patches/oracle.patch).
-ORACLE_COUNTERS=(lost handled throttled rebase_irq rebase_restart restart_overflowed stops
-    overdue_at_stop irq_unhandled irq_in_update update_wrapped)
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
@@ -166,12 +147,6 @@ define_case() {
 # ---------------------------------------------------------------------------------------
 # Host setup
 
-install_host_packages() {
-    ensure_arm64_arch
-    ensure_pkgs qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross cpio jq gzip \
-        coreutils
-}
-
 # Newest Debian 6.1 arm64 kernel package name, or $PMUSTRESS_DEBIAN_KERNEL.
 debian_kernel_pkg() {
     local pkg=${PMUSTRESS_DEBIAN_KERNEL:-}
@@ -188,35 +163,6 @@ debian_kernel_pkg() {
     printf '%s\n' "$pkg"
 }
 
-# Download an arm64 package ($1) into the cache, unpack it, print the unpacked directory.
-fetch_arm64_deb() {
-    local pkg=$1 ver dir tmp
-    ver=$(apt-cache policy "$pkg:arm64" | sed -n 's/^ *Candidate: //p')
-    if [[ -z $ver || $ver == "(none)" ]]; then
-        apt_update
-        ver=$(apt-cache policy "$pkg:arm64" | sed -n 's/^ *Candidate: //p')
-    fi
-    [[ -n $ver && $ver != "(none)" ]] || die "apt knows no $pkg:arm64"
-    dir=$CACHE/debs/${pkg}_${ver//[:~]/_}
-    if [[ ! -d $dir/root ]]; then
-        log "apt-get download $pkg:arm64=$ver"
-        tmp=$(mktemp -d "$CACHE/debs/tmp.XXXXXX")
-        (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg:arm64=$ver" >&2)
-        dpkg-deb -x "$tmp"/*.deb "$tmp/root"
-        rm -f "$tmp"/*.deb
-        rm -rf "$dir"
-        mv "$tmp" "$dir"
-    fi
-    printf '%s\n' "$dir/root"
-}
-
-fetch_busybox() {
-    local root
-    root=$(fetch_arm64_deb busybox-static)
-    [[ -x $root/bin/busybox ]] || die "no bin/busybox in busybox-static:arm64"
-    BUSYBOX=$root/bin/busybox
-}
-
 # Sets DEBIAN_IMAGE, DEBIAN_CONFIG, DEBIAN_RELEASE.
 fetch_debian_kernel() {
     local pkg root vmlinuz
@@ -229,154 +175,24 @@ fetch_debian_kernel() {
     DEBIAN_CONFIG=$root/boot/config-$DEBIAN_RELEASE
 }
 
-# Cross-build pmustress (scripts/static-build.sh, as scripts/dist.sh builds the
-# release binary); sets PMUSTRESS_BIN.
-build_pmustress() {
-    if [[ -n ${PMUSTRESS_QEMU_BIN:-} ]]; then
-        PMUSTRESS_BIN=$PMUSTRESS_QEMU_BIN
-        log "using prebuilt $PMUSTRESS_BIN"
-        return
-    fi
-    # Target directories $CACHE/target-rustup or $CACHE/target-debian.
-    static_build aarch64 "$SRC" "$CACHE/target"
-    PMUSTRESS_BIN=$STATIC_BIN
-}
-
 # ---------------------------------------------------------------------------------------
 # Guest
 
 # The init script of one boot: every run of the current case in turn.
 write_init() {
-    local i o
-    o="${ORACLE_COUNTERS[*]}"
-    cat <<EOS
-#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /sys /dev /tmp /sbin /usr/bin /usr/sbin
-/bin/busybox --install -s
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
-# Keep the kernel's messages off the console from here on: they are saved below.
-echo 1 > /proc/sys/kernel/printk
-echo "@@PMUSTRESS-INIT@@ - \$(cat /proc/uptime)"
-R=/tmp/result
-mkdir -p \$R/runs
-# Stop the kernel's dynamic throttling (order matters: the rate cannot be written once
-# the percentage is 0). pmustress must still detect any throttling that happens.
-echo 100000 > /proc/sys/kernel/perf_event_max_sample_rate
-echo 0 > /proc/sys/kernel/perf_cpu_time_max_percent
-for f in perf_event_max_sample_rate perf_cpu_time_max_percent perf_event_paranoid; do
-    echo "\$f \$(cat /proc/sys/kernel/\$f)"
-done > \$R/sysctl-before
-uname -a > \$R/uname
-ulimit -a > \$R/ulimit 2>&1
-cat /proc/cmdline > \$R/cmdline
-/pmustress env --json > \$R/env.json 2> \$R/env.stderr
-echo \$? > \$R/env.exit
-# The oracle kernel's counters (qemu/patches/oracle.patch), "name value" lines; nothing
-# on a kernel without them.
-O=/sys/module/pmu_oracle/parameters
-oracle_read() {
-    [ -d \$O ] || return 0
-    for f in $o; do echo "\$f \$(cat \$O/\$f)"; done
-}
-# run_one NAME COMMAND...: one pmustress run, the oracle read right before and after.
-run_one() {
-    n=\$1
-    shift
-    d=\$R/runs/\$n
-    mkdir -p \$d
-    echo "\$* --out \$d/run" > \$d/command
-    cat /proc/interrupts > \$d/interrupts-before
-    echo "@@PMUSTRESS-RUN-START@@ \$n \$(cat /proc/uptime)"
-    cat /proc/uptime > \$d/uptime-start
-    oracle_read > \$d/oracle-before
-    "\$@" --out \$d/run > \$d/stdout 2> \$d/stderr &
-    p=\$!
-    t=0
-    while kill -0 \$p 2>/dev/null && [ \$t -lt $((GUEST_TIMEOUT * 10)) ]; do
-        sleep 0.1
-        t=\$((t + 1))
-    done
-    if kill -0 \$p 2>/dev/null; then
-        # Hung: where each thread is, for the report, before the kill.
-        for task in /proc/\$p/task/*; do
-            echo "\$task \$(cat \$task/comm) \$(cut -d' ' -f3,14,15 \$task/stat) wchan \$(cat \$task/wchan)"
-            cat \$task/stack 2>/dev/null
-        done > \$d/hung
-        kill -KILL \$p
-    fi
-    wait \$p
-    echo \$? > \$d/exit_code
-    oracle_read > \$d/oracle-after
-    cat /proc/uptime > \$d/uptime-end
-    echo "@@PMUSTRESS-RUN-END@@ \$n \$(cat /proc/uptime)"
-    cat /proc/interrupts > \$d/interrupts-after
-    echo "--- \$n: \$(cat \$d/command)"
-    cat \$d/stdout \$d/stderr
-    [ -f \$d/hung ] && { echo "--- \$n: hung after ${GUEST_TIMEOUT} s, its threads:"; cat \$d/hung; }
-    echo "--- \$n: exit code \$(cat \$d/exit_code)"
-}
-EOS
+    local i
+    init_head
     for i in "${!RUN_NAMES[@]}"; do
         printf 'run_one %s %s/pmustress %s\n' "${RUN_NAMES[i]}" \
             "${RUN_WRAPS[i]:+${RUN_WRAPS[i]} }" "${RUN_ARGS[i]% }"
     done
-    cat <<EOS
-for f in perf_event_max_sample_rate perf_cpu_time_max_percent; do
-    echo "\$f \$(cat /proc/sys/kernel/\$f)"
-done > \$R/sysctl-after
-cat /proc/interrupts > \$R/interrupts
-dmesg > \$R/dmesg
-echo "@@PMUSTRESS-RESULT-BEGIN@@"
-tar -C /tmp -czf - result | base64
-echo "@@PMUSTRESS-RESULT-END@@"
-echo o > /proc/sysrq-trigger
-sleep 10
-EOS
-}
-
-# make_initramfs OUTFILE [BOOT_CONFIG RELEASE]
-make_initramfs() {
-    local out=$1 stage
-    stage=$(mktemp -d)
-    mkdir -p "$stage/bin" "$stage/boot"
-    cp "$BUSYBOX" "$stage/bin/busybox"
-    cp "$PMUSTRESS_BIN" "$stage/pmustress"
-    if [[ -n ${2:-} ]]; then
-        # Where a Debian system keeps its kernel's config.
-        cp "$2" "$stage/boot/config-$3"
-    fi
-    write_init >"$stage/init"
-    chmod 755 "$stage/init" "$stage/pmustress"
-    (cd "$stage" && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) | gzip -1 >"$out"
-    rm -rf "$stage"
-}
-
-# Copy qemu's console to stdout, writing "MARKER NAME UPTIME IDLE HOST_SECONDS" for
-# marker lines.
-stamp_markers() {
-    local marks=$1 line
-    while IFS= read -r line; do
-        line=${line%$'\r'}
-        printf '%s\n' "$line"
-        if [[ $line == @@PMUSTRESS-* ]]; then
-            printf '%s %s\n' "$line" "$EPOCHREALTIME" >>"$marks"
-        fi
-    done
-}
-
-# mark_field MARKS MARKER NAME FIELD: field FIELD (host|uptime) of marker MARKER for NAME.
-mark_field() {
-    awk -v m="$2" -v n="$3" -v f="$4" \
-        '$1 == m && $2 == n { print (f == "host" ? $NF : $3); exit }' "$1"
+    init_tail
 }
 
 # run_case NAME: boots the case, leaves everything in $OUT/NAME, prints PASS/FAIL per
 # run and for the case.
 run_case() {
-    local name=$1 dir image initrd append qemu_rc t0 t1 marks i failed=0 boot wall open suffix
+    local name=$1 dir image initrd append qemu_rc i failed=0 boot wall open suffix
     define_case "$name"
     dir=$OUT/$name
     rm -rf "$dir"
@@ -391,8 +207,6 @@ run_case() {
     fi
     append="console=ttyAMA0 panic=-1 $APPEND"
     append=${append% }
-    marks=$dir/marks
-    : >"$marks"
     {
         printf '%s\n' "kernel $image" "append $append" "smp $SMP" "cpu $QEMU_CPU" \
             "icount $QEMU_ICOUNT"
@@ -402,25 +216,9 @@ run_case() {
         done
     } >"$dir/boot.txt"
     log "$name: booting ($KERNEL kernel, -smp $SMP${APPEND:+, $APPEND}): ${#RUN_NAMES[@]} runs"
-    t0=$EPOCHREALTIME
-    set +e
-    timeout -k 10 "$TIMEOUT" qemu-system-aarch64 -M virt,gic-version=3 -cpu "$QEMU_CPU" \
-        -smp "$SMP" -m 1024 -nographic -no-reboot -nic none -icount "$QEMU_ICOUNT" \
-        -kernel "$image" -initrd "$initrd" -append "$append" </dev/null 2>&1 |
-        stamp_markers "$marks" >"$dir/console.log"
-    qemu_rc=${PIPESTATUS[0]}
-    set -e
-    t1=$EPOCHREALTIME
+    boot_guest "$dir" "$image" "$SMP" "$append" "$initrd"
     rm -f "$initrd"
-    echo "$t0 $t1 $qemu_rc" >"$dir/host-times"
-    sed -n '/^@@PMUSTRESS-RESULT-BEGIN@@/,/^@@PMUSTRESS-RESULT-END@@/{/^@@/d;p}' \
-        "$dir/console.log" >"$dir/result.b64"
-    if [[ -s $dir/result.b64 ]] && base64 -d "$dir/result.b64" | tar -xz -C "$dir"; then
-        rm -f "$dir/result.b64"
-    fi
-    wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    boot=$(awk -v a="$t0" -v b="$(mark_field "$marks" @@PMUSTRESS-INIT@@ - host)" \
-        'BEGIN { if (b == "") print "?"; else printf "%.1f", b - a }')
+    qemu_rc=$QEMU_RC boot=$BOOT_SECONDS wall=$BOOT_WALL
     for i in "${!RUN_NAMES[@]}"; do
         check_run "$name" "$i" "$dir" "$qemu_rc" || failed=$((failed + 1))
     done
@@ -484,12 +282,7 @@ check_run() {
     [[ $args == *--inject-drop-every* ]] && inj=1
     d=$dir/result/runs/$run
     json=$d/run/run.json
-    guest=$(awk -v a="$(mark_field "$dir/marks" @@PMUSTRESS-RUN-START@@ "$run" uptime)" \
-        -v b="$(mark_field "$dir/marks" @@PMUSTRESS-RUN-END@@ "$run" uptime)" \
-        'BEGIN { if (a == "" || b == "") print "?"; else printf "%.2f", b - a }')
-    run_wall=$(awk -v a="$(mark_field "$dir/marks" @@PMUSTRESS-RUN-START@@ "$run" host)" \
-        -v b="$(mark_field "$dir/marks" @@PMUSTRESS-RUN-END@@ "$run" host)" \
-        'BEGIN { if (a == "" || b == "") print "?"; else printf "%.1f", b - a }')
+    read -r guest run_wall < <(run_seconds "$dir/marks" "$run")
 
     if [[ ! -f $d/exit_code ]]; then
         if ((qemu_rc == 124 || qemu_rc == 137)); then

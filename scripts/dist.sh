@@ -17,8 +17,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOG_TAG=dist
 # shellcheck source-path=SCRIPTDIR source=../qemu/lib.sh
 . "$ROOT/qemu/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=static-build.sh
-. "$ROOT/scripts/static-build.sh"
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 

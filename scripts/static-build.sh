@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # The one way pmustress is built for another machine: a fully static release
 # binary without the default features (no plotting), for x86_64 or aarch64.
-# Sourced, not executed, by scripts/dist.sh (the release binaries) and
-# qemu/run.sh (the guest's binary). Needs log, die, ensure_pkgs and
-# ensure_arm64_arch (qemu/lib.sh) and an x86_64 Debian 12 host.
+# Sourced, not executed, by qemu/lib.sh, for scripts/dist.sh (the release
+# binaries) and qemu/run.sh and qemu/bisect-step.sh (the guest's binary).
+# Needs log, die, ensure_pkgs and ensure_arm64_arch (qemu/lib.sh) and an
+# x86_64 Debian 12 host.
 
 # static_build ARCH SRC TARGET_PREFIX: builds pmustress from the tree SRC for
 # ARCH (x86_64 or aarch64) and sets STATIC_BIN to the binary. rustup's cargo
