@@ -114,10 +114,15 @@ EOF
 done
 SSH=(ssh -n -o BatchMode=yes -o UserKnownHostsFile="$TMP/known_hosts" -o StrictHostKeyChecking=yes
     -o ControlMaster=no -i "$TMP/client_key" -p "$PORT")
+# Each sshd runs in its own UTS namespace named fleet-a or fleet-b, so the
+# runs it serves see that hostname, as on two machines: the fingerprint
+# records it and `report --group-by host` tells the two apart.
 start_sshd() {
     local h=$1 i
     /usr/sbin/sshd -t -f "$TMP/sshd-$h.conf"
-    /usr/sbin/sshd -D -f "$TMP/sshd-$h.conf" -E "$TMP/sshd-$h.log" &
+    # shellcheck disable=SC2016 # the inner shell expands its own arguments
+    unshare --uts sh -c 'hostname "$1" && exec /usr/sbin/sshd -D -f "$2" -E "$3"' \
+        sh "fleet-$h" "$TMP/sshd-$h.conf" "$TMP/sshd-$h.log" &
     SSHD[$h]=$!
     for ((i = 0; i < 100; i++)); do
         "${SSH[@]}" "root@${ADDR[$h]}" true 2>/dev/null && return 0
@@ -216,8 +221,9 @@ EOF
 }
 
 # The grouped report (pmustress report --group-by host) over a run id's
-# directories: one group per fingerprint hostname, here one, this machine's,
-# holding every run with the verdicts the summary gives.
+# directories: one group per fingerprint hostname (fleet-a for the hosts
+# served by sshd a, fleet-b for b's), each holding its hosts' runs with the
+# verdicts the summary gives.
 check_grouped() {
     local id=$1 h
     shift
@@ -230,13 +236,14 @@ import collections, json, sys
 path, results, run_id, hosts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 g = json.load(open(path))
 summary = {r["host"]: r for r in json.load(open(f"{results}/{run_id}.summary.json"))["hosts"]}
-names = {json.load(open(f"{results}/host-{h}/{run_id}.env.json"))["kernel"]["hostname"]["value"] for h in hosts}
+name = {h: json.load(open(f"{results}/host-{h}/{run_id}.env.json"))["kernel"]["hostname"]["value"] for h in hosts}
 assert g["group_by"] == "host", g["group_by"]
-assert [x["key"] for x in g["groups"]] == sorted(names), (g["groups"], names)
-(group,) = g["groups"]
-assert group["runs"] == len(hosts), group
-assert group["dirs"] == [f"{results}/host-{h}/{run_id}" for h in hosts], group["dirs"]
-assert group["verdicts"] == collections.Counter(summary[f"host-{h}"]["verdict"] for h in hosts), group["verdicts"]
+assert [x["key"] for x in g["groups"]] == sorted(set(name.values())), (g["groups"], name)
+for group in g["groups"]:
+    mine = [h for h in hosts if name[h] == group["key"]]
+    assert group["runs"] == len(mine), group
+    assert group["dirs"] == [f"{results}/host-{h}/{run_id}" for h in mine], group["dirs"]
+    assert group["verdicts"] == collections.Counter(summary[f"host-{h}"]["verdict"] for h in mine), group["verdicts"]
 EOF
 }
 
@@ -266,11 +273,15 @@ for h in a b c e; do
 done
 check_report s1 a b c e
 check_grouped s1 a b c e
-[[ $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["groups"][0]["self_tests"])' "$TMP/grouped-s1.json") == 1 ]] ||
-    fail "1: the grouped report does not count host-b's injected run as the one self-test"
+# Two machines, two rows: fleet-a (hosts a, c, e), fleet-b (host b, whose
+# injected run is the self-test).
+[[ $(python3 -c 'import json, sys; print(" ".join("%s:%d:%d" % (g["key"], g["runs"], g["self_tests"]) for g in json.load(open(sys.argv[1]))["groups"]))' "$TMP/grouped-s1.json") == "fleet-a:3:0 fleet-b:1:1" ]] ||
+    fail "1: the grouped report is not fleet-a (3 runs) and fleet-b (1 run, the self-test): see $TMP/grouped-s1.json"
 # The playbook ran the same report, as text, at the end of its summary.
-task_lines s1 'Report' | grep -qE "^ *\"$(cat /proc/sys/kernel/hostname) +4 +[0-9]+ " ||
-    fail "1: the playbook's grouped report has no row of 4 runs for $(cat /proc/sys/kernel/hostname): $(task_lines s1 'Report')"
+for row in 'fleet-a +3' 'fleet-b +1'; do
+    task_lines s1 'Report' | grep -qE "^ *\"$row +[0-9]+ " ||
+        fail "1: the playbook's grouped report has no row /$row/: $(task_lines s1 'Report')"
+done
 grep -q '"results from all 4 hosts in ' "$TMP/s1.log" || fail "1: the playbook does not say all 4 hosts returned"
 log "1. ok: four results back (exit $(summary s1 host-a exit_status), 1, 125, 143), report reads them ($((SECONDS - start)) s)"
 
