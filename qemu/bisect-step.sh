@@ -149,7 +149,7 @@ build_kernel() {
 
 main() {
     local fix=0 build_only=0 append="" rate_args=() extra=() defaults=() i rc verdict mapped initrd
-    local json overflows needed dropped guest wall reason start=$SECONDS
+    local report overflows needed dropped guest wall reason start=$SECONDS
     trap on_exit EXIT
     # Interrupted (Ctrl-C, a killed bisect): stop the bisect, never mark the commit.
     trap 'FINAL=$EXIT_ABORT; exit $EXIT_ABORT' INT TERM HUP
@@ -194,6 +194,7 @@ main() {
     if ((!build_only)); then
         fetch_busybox
         build_pmustress
+        build_host_pmustress
         if [[ -n ${BASELINE:-} ]]; then
             rate_args=(--baseline /baseline)
         else
@@ -237,12 +238,15 @@ main() {
     rm -rf "$STEP/extra"
 
     local d=$STEP/result/runs/bisect
-    json=$d/run/run.json
     read -r guest wall < <(run_seconds "$STEP/marks" bisect)
     rc=$(cat "$d/exit_code" 2>/dev/null || echo none)
-    overflows=$(jq -r '.totals.interrupts.overflows // "?"' "$json" 2>/dev/null || echo "?")
-    dropped=$(jq -r '.totals.interrupts.dropped // "?"' "$json" 2>/dev/null || echo "?")
-    needed=$(jq -r '.config.bisect.overflows_needed // "?"' "$json" 2>/dev/null || echo "?")
+    # The figures as pmustress's own reader gives them (the verdict is the
+    # exit status; a run.json it refuses leaves them "?").
+    report=$d/report.json
+    read_run "$d/run" "$report" >/dev/null 2>&1 || true
+    overflows=$(jq -r '.[0].run.totals.interrupts.overflows // "?"' "$report" 2>/dev/null || echo "?")
+    dropped=$(jq -r '.[0].run.totals.interrupts.dropped // "?"' "$report" 2>/dev/null || echo "?")
+    needed=$(jq -r '.[0].run.config.bisect.overflows_needed // "?"' "$report" 2>/dev/null || echo "?")
     case $rc in
     0) verdict=good mapped=0 reason="no dropped interrupt in $overflows overflows ($needed needed)" ;;
     1) verdict=bad mapped=1 reason="$dropped dropped in $overflows overflows" ;;

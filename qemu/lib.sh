@@ -140,6 +140,32 @@ build_pmustress() {
     PMUSTRESS_BIN=$STATIC_BIN
 }
 
+# pmustress for this machine, to read results back through its own checked
+# reader (`pmustress report --format json`) instead of parsing run.json here;
+# sets HOST_PMUSTRESS.
+build_host_pmustress() {
+    local start=$SECONDS target
+    nice -n 5 cargo build --release --locked --quiet --manifest-path "$SRC/Cargo.toml" >&2 ||
+        die "cannot build pmustress for this machine from $SRC"
+    target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$SRC/Cargo.toml" |
+        jq -r .target_directory)
+    HOST_PMUSTRESS=$target/release/pmustress
+    [[ -x $HOST_PMUSTRESS ]] || die "cargo built no $HOST_PMUSTRESS"
+    log "pmustress for this machine (the reader) ready in $((SECONDS - start)) s"
+}
+
+# read_run DIR OUT: the run in results directory DIR as `pmustress report
+# --format json` gives it (its summary, and the whole run.json under "run")
+# into OUT; prints why and fails when pmustress refuses the directory.
+read_run() {
+    # report exits 125 for a run that did not finish, and still prints it.
+    "$HOST_PMUSTRESS" report --format json "$1" >"$2" 2>"$2.err" || true
+    if [[ ! -s $2 ]]; then
+        echo "pmustress report refused it: $(head -n1 "$2.err")"
+        return 1
+    fi
+}
+
 # The build itself, shared with scripts/dist.sh.
 # shellcheck source-path=SCRIPTDIR source=../scripts/static-build.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/static-build.sh"

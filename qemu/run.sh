@@ -239,7 +239,8 @@ run_case() {
 # ---------------------------------------------------------------------------------------
 # Known answers
 
-jqr() { jq -r "$1" "$2" 2>/dev/null || echo "?"; }
+# A field of run.json, from `pmustress report --format json`'s output $2.
+jqr() { jq -r ".[0].run | $1" "$2" 2>/dev/null || echo "?"; }
 
 # The oracle's counter $2 over the run in directory $1 (after - before), or "missing".
 oracle_delta() {
@@ -274,14 +275,14 @@ ambiguous_max() {
 # check_run CASE INDEX DIR QEMU_RC: one run's known answer; prints its PASS/FAIL line and
 # appends its numbers to $OUT/runs.tsv.
 check_run() {
-    local name=$1 i=$2 dir=$3 qemu_rc=$4 run expect args d json fails=() notes=() exit_code="?"
+    local name=$1 i=$2 dir=$3 qemu_rc=$4 run expect args d json report why fails=() notes=() exit_code="?"
     local verdict="-" status nmi_ev signals="-" guest run_wall figures ours="" oracle=""
     local k v inj=0 f
     local -A P=() O=() L=()
     run=${RUN_NAMES[i]} expect=${RUN_EXPECTS[i]} args=${RUN_ARGS[i]}
     [[ $args == *--inject-drop-every* ]] && inj=1
     d=$dir/result/runs/$run
-    json=$d/run/run.json
+    json=$d/run/run.json report=$d/report.json
     read -r guest run_wall < <(run_seconds "$dir/marks" "$run")
 
     if [[ ! -f $d/exit_code ]]; then
@@ -302,11 +303,14 @@ check_run() {
     elif [[ ! -f $json ]]; then
         fails+=("no run/run.json")
         figures="exit $exit_code"
+    elif ! why=$(read_run "$d/run" "$report"); then
+        fails+=("$why")
+        figures="exit $exit_code"
     else
-        verdict=$(jqr '.fingerprint.pseudo_nmi.verdict // "missing"' "$json")
-        nmi_ev=$(jqr '[.fingerprint.pseudo_nmi.evidence[]? | select(test("using NMIs"))] | length' "$json")
-        status=$(jqr '.exit_status // "missing"' "$json")
-        signals=$(jqr '.totals.signals // "missing"' "$json")
+        verdict=$(jqr '.fingerprint.pseudo_nmi.verdict // "missing"' "$report")
+        nmi_ev=$(jqr '[.fingerprint.pseudo_nmi.evidence[]? | select(test("using NMIs"))] | length' "$report")
+        status=$(jqr '.exit_status // "missing"' "$report")
+        signals=$(jqr '.totals.signals // "missing"' "$report")
         [[ $exit_code == "?" || $status == "$exit_code" ]] ||
             fails+=("run.json exit_status $status but the process exited $exit_code")
         [[ -z $EXPECT_VERDICT || $verdict == "$EXPECT_VERDICT" ]] ||
@@ -317,9 +321,9 @@ check_run() {
         [[ $signals =~ ^[0-9]+$ ]] && ((signals > 0)) || fails+=("signals $signals")
         # The judge's interrupt totals (results/README.md), for the checks below.
         for k in dropped samples overflows ambiguous record_lost rebased_in_handler; do
-            L[$k]=$(jqr ".totals.interrupts.$k // \"missing\"" "$json")
+            L[$k]=$(jqr ".totals.interrupts.$k // \"missing\"" "$report")
         done
-        L[windows]=$(jqr '.totals.anomalies["dropped-interrupt"] // 0' "$json")
+        L[windows]=$(jqr '.totals.anomalies["dropped-interrupt"] // 0' "$report")
         if [[ $expect == legacy-drops ]]; then
             check_legacy
         else
@@ -381,8 +385,8 @@ check_oracle() {
     done
     for k in samples on_time late rebased_in_handler dropped rebased_at_restart ambiguous \
         throttled injected stops record_lost late_maybe_rebased count_wraps; do
-        v=$(jq -r --arg k "$k" '.totals.interrupts[$k] // "missing" |
-            if type == "number" then . else "missing" end' "$json" 2>/dev/null || echo missing)
+        v=$(jq -r --arg k "$k" '.[0].run.totals.interrupts[$k] // "missing" |
+            if type == "number" then . else "missing" end' "$report" 2>/dev/null || echo missing)
         P[$k]=$v
         [[ $v != missing ]] || missing+=(".totals.interrupts.$k")
     done
@@ -563,6 +567,7 @@ main() {
     fetch_busybox
     ((need_debian)) && fetch_debian_kernel
     build_pmustress
+    build_host_pmustress
     log "setup done in $((SECONDS - start)) s"
 
     # Cases on the Debian kernel first: they do not wait for the kernel build.
