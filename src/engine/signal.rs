@@ -285,11 +285,6 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
     // SAFETY: a registered slot outlives its registration, which the
     // caller keeps (this function's contract).
     let slot = unsafe { &*slot };
-    // SAFETY: `fd` is registered, and a worker drops its registration
-    // before it closes its event, so the event stays open through this call
-    // (this function's contract).
-    let event = unsafe { BorrowedFd::borrow_raw(fd) };
-    let cpu = k.current_cpu();
     if k.current_thread() != slot.thread {
         // The ring is single-producer: only its owner's thread pushes. A
         // signal another thread took is recorded in that thread's own ring
@@ -307,6 +302,11 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         };
         return;
     }
+    // SAFETY: `fd` is registered, and a worker drops its registration
+    // before it closes its event, so the event stays open through this call
+    // (this function's contract).
+    let event = unsafe { BorrowedFd::borrow_raw(fd) };
+    let cpu = k.current_cpu();
     let (value, delivery) = match k.read_count(event) {
         Ok(Some(v)) => (v, Delivery::Overflow),
         Ok(None) => (0, Delivery::ReadFailed(0)),

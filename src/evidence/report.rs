@@ -223,10 +223,12 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
         }
         let event = &r.run.config().event.description;
         let skid = r.run.config().skid;
-        // Older results have no interrupt skid: it was the skid then.
-        let interrupt_skid = match r.run.config().interrupt_skid {
-            v if v != skid => format!(", interrupt skid {v}"),
-            _ => String::new(),
+        // Shown only where it differs (schema 1 had one skid for both).
+        let interrupt_skid = r.run.config().interrupt_skid;
+        let interrupt_skid = if interrupt_skid != skid {
+            format!(", interrupt skid {interrupt_skid}")
+        } else {
+            String::new()
         };
         wrap_into(
             &mut s,
