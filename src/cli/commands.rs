@@ -244,43 +244,33 @@ fn report_command(args: &ReportArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let mut out = String::new();
-    if let Some(by) = args.group_by {
-        let grouped = match groups::group(&runs, by) {
-            Ok(g) => g,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return EXIT_USAGE;
-            }
-        };
-        match args.format {
-            OutputFormat::Json => match serde_json::to_string_pretty(&grouped) {
-                Ok(s) => put!(out, "{s}"),
+    let text = match (args.group_by, args.format) {
+        (Some(by), format) => {
+            let grouped = match groups::group(&runs, by) {
+                Ok(g) => g,
                 Err(e) => {
-                    eprintln!("error: serialising the report: {e}");
-                    return EXIT_CANNOT_TEST;
+                    eprintln!("error: {e:#}");
+                    return EXIT_USAGE;
                 }
-            },
-            format => put!(out, "{}", groups::render(&grouped, format).trim_end()),
+            };
+            match format {
+                OutputFormat::Json => serde_json::to_string_pretty(&grouped),
+                format => Ok(groups::render(&grouped, format)),
+            }
         }
-        return emit(&out, unfinished_status(&runs));
-    }
-    match args.format {
-        OutputFormat::Json => {
+        (None, OutputFormat::Json) => {
             let all: Vec<_> = runs.iter().map(report::summary).collect();
-            match serde_json::to_string_pretty(&all) {
-                Ok(s) => put!(out, "{s}"),
-                Err(e) => {
-                    eprintln!("error: serialising the report: {e}");
-                    return EXIT_CANNOT_TEST;
-                }
-            }
+            serde_json::to_string_pretty(&all)
         }
-        format => put!(
-            out,
-            "{}",
-            report::report(&runs, format, args.anomalies).trim_end()
-        ),
+        (None, format) => Ok(report::report(&runs, format, args.anomalies)),
+    };
+    let mut out = String::new();
+    match text {
+        Ok(text) => put!(out, "{}", text.trim_end()),
+        Err(e) => {
+            eprintln!("error: serialising the report: {e}");
+            return EXIT_CANNOT_TEST;
+        }
     }
     emit(&out, unfinished_status(&runs))
 }
