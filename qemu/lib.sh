@@ -22,11 +22,19 @@ missing_pkgs() {
     done
 }
 
+# apt-get holding our own lock: run.sh installs the guest's toolchain while
+# build-kernel.sh, in the background, installs the kernel's build dependencies, and two
+# apt-gets at once make the second fail on dpkg's lock (seen on a fresh machine). The
+# timeout waits out anyone else's apt (unattended-upgrades) the same way.
+apt_get() {
+    with_lock "$CACHE/apt.lock" apt-get -o DPkg::Lock::Timeout=900 "$@"
+}
+
 APT_UPDATED=${APT_UPDATED:-0}
 apt_update() {
     if [[ $APT_UPDATED == 0 ]]; then
         log "apt-get update"
-        apt-get update -q >&2
+        apt_get update -q >&2
         APT_UPDATED=1
     fi
 }
@@ -34,7 +42,7 @@ apt_update() {
 ensure_arm64_arch() {
     if ! dpkg --print-foreign-architectures | grep -qx arm64; then
         log "dpkg --add-architecture arm64"
-        dpkg --add-architecture arm64
+        with_lock "$CACHE/apt.lock" dpkg --add-architecture arm64
         APT_UPDATED=0
         apt_update
     fi
@@ -53,7 +61,7 @@ ensure_pkgs() {
         fi
     done
     log "apt-get install ${missing[*]}"
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    apt_get install -y -q --no-install-recommends "${missing[@]}" >&2
 }
 
 # Run "$@" while holding an exclusive lock on file $1 (then shift).
