@@ -524,6 +524,7 @@ fn count_wraps() {
             if rng.bool() {
                 cfg.include_kernel = true;
                 cfg.stop_slack = [1, 50, cfg.period / 20][rng.usize(0..3)].max(1);
+                cfg.held_stop = [0.0, 0.01, 0.2][rng.usize(0..3)];
             }
             cfg.signals_queue = rng.bool();
             cfg
@@ -552,6 +553,9 @@ fn counting_kernel_mode() {
             let mut cfg = draw_common(rng, mode, n);
             cfg.include_kernel = true;
             cfg.stop_slack = [1, 50, cfg.period / 20, cfg.period / 4][rng.usize(0..4)].max(1);
+            // A vCPU held in the switch path: the stop periods past its
+            // witness (under QEMU: up to 75 periods).
+            cfg.held_stop = [0.0, 0.01, 0.2][rng.usize(0..3)];
             cfg.signals_queue = rng.bool();
             cfg
         },
@@ -573,6 +577,7 @@ fn unknown_and_unwitnessed_stops() {
             cfg.stop_count_unknown = [0.0, 0.01, 0.2][rng.usize(0..3)];
             cfg.witness_throttle = [0.0, 0.01, 0.1][rng.usize(0..3)];
             cfg.include_kernel = rng.u32(0..4) == 0;
+            cfg.held_stop = [0.0, 0.05][rng.usize(0..2)];
             cfg.signals_queue = rng.bool();
             cfg
         },

@@ -305,7 +305,15 @@ fn json_report_carries_the_whole_run_json() {
                 ),
             }
         }
-        assert!(theirs.keys().all(|k| ours.contains_key(k)), "{part}");
+        // Retired: the judge's assumed bound on a stop past its witness
+        // (judge::JudgeConfig says why); every other recorded key is carried.
+        let retired = ["stop_slack"];
+        assert!(
+            theirs
+                .keys()
+                .all(|k| ours.contains_key(k) || retired.contains(&k.as_str())),
+            "{part}"
+        );
     }
     assert_eq!(v[1]["run"]["schema_version"], 1);
     assert_eq!(v[1]["run"]["config"]["interrupt_skid"], 250_000);

@@ -364,9 +364,11 @@ impl InterruptJudge {
             let mut h = work[k].clone();
             k += 1;
             if let Some((stop_lo, stop_hi)) = h.pending_stop.take() {
+                // Lost at the stop, this interrupt came after the restart:
+                // the stop was at or below its count.
                 let stop = Stop {
                     lo: stop_lo,
-                    hi: stop_hi,
+                    hi: stop_hi.min(count).max(stop_lo),
                     kind: StopKind::Switch,
                 };
                 if !(h.due.lo <= count && count <= stop_hi) || self.cfg.irq_masked_at_stops {
@@ -513,12 +515,10 @@ impl InterruptJudge {
         self.stop_at(time_ns, cpu, stop);
     }
 
+    /// How far past its witness's read a stop may be: counting kernel mode,
+    /// up to the next count the records give (which then bounds it).
     fn kernel_slack(&self) -> u64 {
-        if self.cfg.include_kernel {
-            self.cfg.stop_slack
-        } else {
-            0
-        }
+        if self.cfg.include_kernel { u64::MAX } else { 0 }
     }
 
     fn stop_at(&mut self, time_ns: u64, cpu: u32, stop: Stop) {
@@ -539,10 +539,11 @@ impl InterruptJudge {
         for mut h in std::mem::take(&mut self.hyps) {
             if let Some((lo, hi)) = h.pending_stop.take() {
                 // Stopped again with no interrupt in between: the pending
-                // overflow of the previous stop was lost there.
+                // overflow of the previous stop was lost there, at or below
+                // this stop's count.
                 let earlier = Stop {
                     lo,
-                    hi,
+                    hi: hi.min(stop.lo).max(lo),
                     kind: StopKind::Switch,
                 };
                 lose_at_stop(&mut h, p, earlier, event(lo));
@@ -667,8 +668,9 @@ impl InterruptJudge {
     /// DISABLE): the thread ran again after any stop before it, so every
     /// such stop was at `count` or below. A hypothesis whose overflow was
     /// pending at one needs its due point at or below `count` too. (Counting
-    /// kernel mode, a stop's count is otherwise known only to within the
-    /// stop slack past the witness's read: up to a period.)
+    /// kernel mode, a stop's count is otherwise bounded above only by the
+    /// next count the records give: a held vCPU can run for many periods
+    /// past the witness's read.)
     pub fn count_read(&mut self, count: u64) {
         if self.cfg.software || self.hyps.iter().all(|h| h.pending_stop.is_none()) {
             return;
@@ -761,7 +763,7 @@ impl InterruptJudge {
         if self.cfg.software {
             return;
         }
-        let slack = self.cfg.handler_slack + self.kernel_slack();
+        let slack = self.cfg.handler_slack.saturating_add(self.kernel_slack());
         // Where the PERIOD stopped the event: [read, read + slack]. But a
         // sample since the last reset with a count within the slack was
         // taken after this RESET (RESET zeroes the count and leaves the
@@ -790,7 +792,7 @@ impl InterruptJudge {
             // PERIOD may have had their samples in the gap (the PERIOD
             // re-arms after them anyway). The gap may also be after this
             // reset (the LOST comes at the next sample): it stays open.
-            self.ring_gap_up_to(time_ns, hi);
+            self.ring_gap_up_to(time_ns, hi, at_stop.unwrap_or(read));
         }
         // Stops the witness missed since the last sample come before the
         // PERIOD's: as at a sample (they were never considered without one).
@@ -806,7 +808,7 @@ impl InterruptJudge {
         for h in &mut self.hyps {
             h.due = Due {
                 lo: p,
-                hi: p + restart_slack,
+                hi: p.saturating_add(restart_slack),
             };
         }
         self.commit_agreed();
@@ -821,7 +823,7 @@ impl InterruptJudge {
             if std::mem::take(&mut self.ring_gap) {
                 // A LOST record since the last sample: the overflows due
                 // by the end may have had their samples in the gap.
-                self.ring_gap_up_to(time_ns, count);
+                self.ring_gap_up_to(time_ns, count, count);
             }
             if let Some(stops) = self.wrap_stops.take() {
                 // The final DISABLE too may have found an overflow pending.
@@ -879,7 +881,7 @@ impl InterruptJudge {
     /// kept, and stops in the gap taken as unknown.
     fn reanchor_after_ring_gap(&mut self, time_ns: u64, count: u64) {
         if let Some(last) = count.checked_sub(self.cfg.period) {
-            self.ring_gap_up_to(time_ns, last);
+            self.ring_gap_up_to(time_ns, last, count);
         }
         self.stops_unwitnessed = true;
         self.merge();
@@ -888,7 +890,10 @@ impl InterruptJudge {
     /// The due points up to `last` passed in a ring gap: `record_lost`
     /// (their samples, or the stops that lost them, may be in the gap), the
     /// grid kept.
-    fn ring_gap_up_to(&mut self, time_ns: u64, last: u64) {
+    ///
+    /// `seen`: a count read after every stop before the gap (the sample,
+    /// read or stop that ends it).
+    fn ring_gap_up_to(&mut self, time_ns: u64, last: u64, seen: u64) {
         let p = self.cfg.period;
         // A stop before the gap found an overflow pending: lost there (the
         // restart re-arms from the stop's count by rule 1 or 2), or taken
@@ -896,7 +901,7 @@ impl InterruptJudge {
         // the second was followed: after a restart that re-based, every due
         // point after the gap was off and a later sample fit no hypothesis.
         let pending = std::mem::take(&mut self.hyps);
-        let hyps = self.resolve_pending_stops(pending, |_| time_ns);
+        let hyps = self.resolve_pending_stops(pending, seen, |_| time_ns);
         let mut record_lost = 0;
         for mut h in hyps {
             if h.due.unknown() || last < h.due.lo {
@@ -951,7 +956,7 @@ impl InterruptJudge {
         // An overflow pending at a stop before the wrap: lost there, or
         // taken before it (what the hypotheses disagree on is ambiguous).
         let pending = std::mem::take(&mut self.hyps);
-        let hyps = self.resolve_pending_stops(pending, |_| time_ns);
+        let hyps = self.resolve_pending_stops(pending, u64::MAX, |_| time_ns);
         let t = combine(hyps.into_iter().map(|h| h.tally).collect());
         self.commit(t);
         self.hyps = vec![Hypothesis {
@@ -1107,22 +1112,20 @@ impl InterruptJudge {
             .collect();
         if merged.len() > MAX_HYPOTHESES {
             // Too many explanations to follow: settle them as ambiguous and
-            // follow the widest grid from here. An overflow pending at a
-            // stop is first resolved both ways (lost there, or taken as the
-            // next sample), so that the widest grid holds the grid after the
-            // loss and the loss is counted ambiguous: dropping the pending
-            // state left the grid a period behind (a later sample then fit
-            // no hypothesis) and the loss uncounted.
-            let merged_in = self
-                .resolve_pending_stops(merged, |h| h.tally.events.last().map_or(0, |e| e.time_ns));
-            let lo = merged_in.iter().map(|h| h.due.lo).min().unwrap_or(0);
-            let hi = merged_in.iter().map(|h| h.due.hi).max().unwrap_or(u64::MAX);
-            let t = combine(merged_in.into_iter().map(|h| h.tally).collect());
-            merged = vec![Hypothesis {
-                due: Due { lo, hi },
-                pending_stop: None,
-                tally: t,
-            }];
+            // follow the widest grid from here: one for the explanations
+            // with an overflow pending at a stop (over the widest stop
+            // range), one for the rest. Resolving the pending ones first
+            // (lost there, or taken) needed the stop's upper end, which
+            // counting kernel mode is known only at the next count read: the
+            // grid after the loss became unknown, and a sample a period late
+            // under it counted as neither a re-base nor a maybe.
+            let (pending, settled): (Vec<Hypothesis>, Vec<Hypothesis>) =
+                merged.into_iter().partition(|h| h.pending_stop.is_some());
+            merged = [pending, settled]
+                .into_iter()
+                .filter(|group| !group.is_empty())
+                .map(widest)
+                .collect();
         }
         self.hyps = merged;
     }
@@ -1131,11 +1134,12 @@ impl InterruptJudge {
     /// ways: lost there (the restart re-arms by rule 1 or 2), and taken
     /// before the stop finished (kept as it is, the pending state dropped),
     /// which only an NMI can be (not where the PMU interrupt is an ordinary
-    /// IRQ, `irq_masked_at_stops`). `time_ns` dates the drop of the lost
-    /// branch.
+    /// IRQ, `irq_masked_at_stops`). `seen`: a count read after the stop
+    /// (`u64::MAX`: none). `time_ns` dates the drop of the lost branch.
     fn resolve_pending_stops(
         &self,
         hyps: Vec<Hypothesis>,
+        seen: u64,
         time_ns: impl Fn(&Hypothesis) -> u64,
     ) -> Vec<Hypothesis> {
         let p = self.cfg.period;
@@ -1145,7 +1149,7 @@ impl InterruptJudge {
                 let mut lost = h.clone();
                 let stop = Stop {
                     lo,
-                    hi,
+                    hi: hi.min(seen).max(lo),
                     kind: StopKind::Switch,
                 };
                 let event = InterruptEvent {
@@ -1273,6 +1277,20 @@ fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: InterruptEvent) {
             lo: h.due.lo.saturating_add(p),
             hi: stop.hi.saturating_add(p),
         };
+    }
+}
+
+/// One hypothesis for a group: the widest grid (and stop range, if pending)
+/// of them, with what they all claim.
+fn widest(group: Vec<Hypothesis>) -> Hypothesis {
+    let lo = group.iter().map(|h| h.due.lo).min().unwrap_or(0);
+    let hi = group.iter().map(|h| h.due.hi).max().unwrap_or(u64::MAX);
+    let stops = group.iter().filter_map(|h| h.pending_stop);
+    let pending_stop = stops.reduce(|(alo, ahi), (blo, bhi)| (alo.min(blo), ahi.max(bhi)));
+    Hypothesis {
+        due: Due { lo, hi },
+        pending_stop,
+        tally: combine(group.into_iter().map(|h| h.tally).collect()),
     }
 }
 

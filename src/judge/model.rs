@@ -83,10 +83,16 @@ pub struct ModelConfig {
     pub migrations: f64,
     /// Of the recorded stops, the share whose count the witness could not read.
     pub stop_count_unknown: f64,
-    /// Kernel mode counted: the witness reads up to `stop_slack - 1` events
-    /// before the stop.
+    /// Kernel mode counted: the switch path between the witness's read and
+    /// the stop counts too.
     pub include_kernel: bool,
+    /// Kernel mode counted: the witness reads up to `stop_slack - 1` events
+    /// before an ordinary stop (the judge is not told this bound).
     pub stop_slack: u64,
+    /// Kernel mode counted: of the stops, the share whose witness reads up
+    /// to `HELD_STOP_PERIODS` periods before the stop (the vCPU held in the
+    /// switch path while its counter runs: seen under QEMU).
+    pub held_stop: f64,
     /// Probability that an interrupt throttles the event.
     pub throttle: f64,
     /// Newer kernels (seen on 6.18): the first interrupt after an
@@ -144,6 +150,7 @@ impl ModelConfig {
             stop_count_unknown: 0.0,
             include_kernel: false,
             stop_slack: period / 20,
+            held_stop: 0.0,
             throttle: 0.0,
             unthrottle_unwritten: false,
             witness_throttle: 0.0,
@@ -166,7 +173,6 @@ impl ModelConfig {
         // Without pseudo-NMI the model's interrupts are masked from the
         // witness to the stop, as the kernel's are.
         cfg.irq_masked_at_stops = !self.pnmi;
-        cfg.stop_slack = self.stop_slack;
         cfg.inject_drop_every = self.inject_drop_every;
         // Without a gap between RESET and PERIOD the model is today's
         // handler (DISABLE, RESET, PERIOD, ENABLE): the restart is at the
@@ -175,6 +181,9 @@ impl ModelConfig {
         cfg
     }
 }
+
+/// How far before its stop a held stop's witness may read, in periods.
+pub const HELD_STOP_PERIODS: u64 = 3;
 
 /// What really happened to every overflow and every signal.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -347,6 +356,9 @@ struct Sim<'a> {
     /// a stop whose count is a range.
     jlo: u64,
     jhi: u64,
+    /// The judge knows the last stop's count only up to the next count the
+    /// records give: `jhi` is set there (`observe`).
+    stop_open: bool,
     t: u64,
     cpu: u32,
     /// Absolute count (never reset) and the count at the last reset.
@@ -387,6 +399,10 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Generated {
     assert!(cfg.period >= 100, "the model needs room inside a period");
     assert!(cfg.interrupt_skid < cfg.period && cfg.skid < cfg.period);
     assert!(!cfg.include_kernel || cfg.stop_slack >= 1);
+    // The handler before (a gap between RESET and PERIOD) counting kernel
+    // mode: the judge knows its PERIOD's stop only from the read, so the
+    // next due point not at all; not modelled.
+    assert!(!cfg.include_kernel || cfg.reset_gap == 0);
     let mut sim = Sim {
         cfg,
         rng: fastrand::Rng::with_seed(seed),
@@ -395,6 +411,7 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Generated {
         samples: Vec::new(),
         jlo: cfg.period,
         jhi: cfg.period,
+        stop_open: false,
         t: 1_000_000,
         cpu: 0,
         a: 0,
@@ -503,9 +520,14 @@ impl Sim<'_> {
         };
         let at = at.max(self.a + 1);
         let witness = if self.cfg.include_kernel {
-            // The witness reads a little before the stop, never before the
-            // last thing that happened.
-            at - self.rng.u64(0..self.cfg.stop_slack).min(at - self.a - 1)
+            // The witness reads a little before the stop (or, held, a lot),
+            // never before the last thing that happened.
+            let slack = if self.coin(self.cfg.held_stop) {
+                HELD_STOP_PERIODS * p
+            } else {
+                self.cfg.stop_slack
+            };
+            at - self.rng.u64(0..slack).min(at - self.a - 1)
         } else {
             at
         };
@@ -624,6 +646,9 @@ impl Sim<'_> {
         if taken == Taken::Rebased {
             // A gap the judge re-anchors at this sample hides it too.
             self.gap_moved();
+        }
+        if written {
+            self.observe(self.a);
         }
         if written && self.a < self.jhi + p && self.a >= self.jlo + p {
             self.truth.sample_splits += 1;
@@ -806,6 +831,8 @@ impl Sim<'_> {
         }
         self.truth.signals += 1;
         let value = self.count_at(self.a);
+        // The handler's read: after every stop so far.
+        self.observe(self.a);
         if self.cfg.mode == RearmMode::Free {
             let t = self.tick(2_000);
             self.emit(Observation::Signal {
@@ -833,7 +860,7 @@ impl Sim<'_> {
             // The judge follows stops the witness missed up to the PERIOD.
             self.truth.intervals_unwitnessed += 1;
         }
-        if self.jlo <= read_at + self.handler_slack() && self.jhi > read_at {
+        if self.jlo <= read_at + HANDLER_SLACK && self.jhi > read_at {
             self.truth.resets_near_due += 1;
         }
         let reset_at = read_at + x1;
@@ -880,7 +907,7 @@ impl Sim<'_> {
         let restart_slack = if self.cfg.reset_gap == 0 {
             0
         } else {
-            self.handler_slack()
+            HANDLER_SLACK
         };
         (self.jlo, self.jhi) = (reset_at + p, reset_at + p + restart_slack);
         // The reset re-arms every grid the judge follows, a moved one too;
@@ -924,11 +951,6 @@ impl Sim<'_> {
         }
         // The witness's record.
         let count = self.count_at(witness);
-        let (slo, shi) = self.stop_range(witness);
-        let (p, jlo, jhi) = (self.p(), self.jlo, self.jhi);
-        let pending_unsure = jlo <= shi && jhi > slo;
-        let rebase_unsure = jlo <= shi && slo < jhi + p && shi >= jlo + p;
-        let uncertain = pending_unsure || rebase_unsure;
         // Where the witness's record is in the stream, if written with a count.
         let mut witness_at = None;
         if self.witness_suppress > 0 {
@@ -964,8 +986,12 @@ impl Sim<'_> {
                 self.after_unknown_stop = true;
                 self.unknown_lo.get_or_insert(self.jlo);
             }
-            if written && !unknown && uncertain {
-                self.truth.stops_uncertain += 1;
+            if written && !unknown {
+                // Its count bounds the last stop's.
+                self.observe(witness);
+                if self.stop_uncertain(witness) {
+                    self.truth.stops_uncertain += 1;
+                }
             }
             if written && self.unanchored {
                 self.truth.stops_after_wrap += 1;
@@ -1013,11 +1039,13 @@ impl Sim<'_> {
             }
             let t = self.tick(1_000);
             let count = self.count_at(self.a);
-            self.kernel_record(Observation::Resume {
+            if self.kernel_record(Observation::Resume {
                 time_ns: t,
                 cpu: self.cpu,
                 count,
-            });
+            }) {
+                self.observe(self.a);
+            }
         }
         self.next_stop = self.draw_stop();
     }
@@ -1043,6 +1071,18 @@ impl Sim<'_> {
         }
         // What the records say of the re-arm: rule 1, rule 2, or either.
         let (slo, shi) = self.stop_range(self.next_stop.witness);
+        let Some(shi) = shi else {
+            // The stop's count is known up to the next count read: rule 1
+            // or 2 up to there (`observe`), rule 1 if the witness was a
+            // period past the due point.
+            (self.jlo, self.jhi) = if slo >= self.jhi + p {
+                (slo + p, slo + p)
+            } else {
+                (self.jlo + p, self.jhi + p)
+            };
+            self.stop_open = true;
+            return;
+        };
         (self.jlo, self.jhi) = if slo >= self.jhi + p {
             (slo + p, shi + p)
         } else if shi < self.jlo + p {
@@ -1077,16 +1117,6 @@ impl Sim<'_> {
         }
     }
 
-    /// How far past the read the judge places a PERIOD's stop.
-    fn handler_slack(&self) -> u64 {
-        HANDLER_SLACK
-            + if self.cfg.include_kernel {
-                self.cfg.stop_slack
-            } else {
-                0
-            }
-    }
-
     fn witness_unthrottle(&mut self) {
         self.witness_throttled = false;
         self.after_unknown_stop = true;
@@ -1099,16 +1129,37 @@ impl Sim<'_> {
         });
     }
 
-    /// Where the records place a stop whose witness read `witness`.
-    fn stop_range(&self, witness: u64) -> (u64, u64) {
+    /// Where the records place a stop whose witness read `witness`: no
+    /// upper end (`None`) where the judge knows none but the next count the
+    /// records give.
+    fn stop_range(&self, witness: u64) -> (u64, Option<u64>) {
         if self.cfg.include_kernel {
-            (witness, witness + self.cfg.stop_slack)
+            (witness, None)
         } else {
-            (witness, witness)
+            (witness, Some(witness))
+        }
+    }
+
+    /// Whether the records fit both "pending" and "not pending" at the stop
+    /// whose witness read `witness`, or both re-arm rules after it.
+    fn stop_uncertain(&self, witness: u64) -> bool {
+        let (slo, shi) = self.stop_range(witness);
+        let (p, jlo, jhi) = (self.p(), self.jlo, self.jhi);
+        let pending_unsure = shi.is_none_or(|shi| jlo <= shi) && jhi > slo;
+        let rebase_unsure = slo < jhi + p && shi.is_none_or(|shi| jlo <= shi && shi >= jlo + p);
+        pending_unsure || rebase_unsure
+    }
+
+    /// A count the judge reads (absolute `a`), after every stop before it:
+    /// the last stop's range ends there.
+    fn observe(&mut self, a: u64) {
+        if std::mem::take(&mut self.stop_open) {
+            self.jhi = self.jhi.max(a + self.p());
         }
     }
 
     fn end(&mut self) {
+        self.observe(self.a);
         if let Some(pend) = self.pending.take() {
             if self.cfg.pnmi {
                 self.truth.nmi_at_stop += 1;
