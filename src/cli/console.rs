@@ -13,7 +13,7 @@ use clap::ValueEnum;
 use crate::config::{RunConfig, format_cpus};
 use crate::engine::run::{Observer, Progress};
 use crate::evidence::accounting::accounting;
-use crate::evidence::results::{Counts, RunResults, Verdict};
+use crate::evidence::results::{AnomalyRecord, Counts, RunResults, Verdict};
 use crate::judge::{Anomaly, AnomalyKind};
 
 /// `worker 1: dropped interrupt: interrupts 20003 apart (2.00 periods of
@@ -53,14 +53,9 @@ pub fn anomaly_line(a: &Anomaly) -> String {
         }
         _ => {}
     }
-    match a.cpu_before {
-        Some(b) => {
-            let _ = write!(line, ", cpu {b} -> {}", a.cpu_after);
-        }
-        None if a.cpu_after != u32::MAX => {
-            let _ = write!(line, ", cpu {}", a.cpu_after);
-        }
-        None => {}
+    let cpus = AnomalyRecord::from(a).cpus();
+    if !cpus.is_empty() {
+        let _ = write!(line, ", {cpus}");
     }
     if let Some(ns) = a.since_migration_ns {
         let _ = write!(line, ", {} us after migration", ns / 1000);

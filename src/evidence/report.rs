@@ -317,10 +317,15 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                     .interrupt_gap
                     .map(|g| format!(", interrupts {g} apart"))
                     .unwrap_or_default();
-                let before = a.cpu_before.map(|c| c.to_string()).unwrap_or_default();
+                let cpus = a.cpus();
+                let cpus = if cpus.is_empty() {
+                    cpus
+                } else {
+                    format!(", {cpus}")
+                };
                 let line = format!(
-                    "worker {} #{}: delta {} {} ({} missed), cpu {before} -> {}{since}{gap}",
-                    a.worker, a.signal_seq, a.delta, a.kind, a.overflows_missed, a.cpu_after,
+                    "worker {} #{}: delta {} {} ({} missed){cpus}{since}{gap}",
+                    a.worker, a.signal_seq, a.delta, a.kind, a.overflows_missed,
                 );
                 wrap_into(&mut s, &line, if md { "- " } else { "  " });
             }

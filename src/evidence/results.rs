@@ -258,6 +258,19 @@ impl From<&Anomaly> for AnomalyRecord {
     }
 }
 
+impl AnomalyRecord {
+    /// Where it happened, as the live line and `report` both print it:
+    /// `cpu 3 -> 7` when it came on another CPU than the record before it,
+    /// `cpu 7` on the same one, nothing when the CPU is unknown.
+    pub fn cpus(&self) -> String {
+        match self.cpu_before {
+            Some(before) => format!("cpu {before} -> {}", self.cpu_after),
+            None if self.cpu_after != u32::MAX => format!("cpu {}", self.cpu_after),
+            None => String::new(),
+        }
+    }
+}
+
 /// anomalies.csv's header: `AnomalyRecord`'s field names, as serde spells
 /// them (so the header cannot drift from the rows).
 pub fn anomaly_columns() -> Vec<String> {
@@ -501,6 +514,23 @@ mod tests {
             anomaly_columns().join(","),
             recorded.lines().next().unwrap()
         );
+    }
+
+    /// The judge leaves `cpu_before` empty when the CPU did not change:
+    /// that reads as one CPU, not as a move from nowhere ("cpu  -> 1").
+    #[test]
+    fn an_anomaly_names_its_cpus_once() {
+        let on = |cpu_before, cpu_after| {
+            AnomalyRecord {
+                cpu_before,
+                cpu_after,
+                ..AnomalyRecord::default()
+            }
+            .cpus()
+        };
+        assert_eq!(on(Some(3), 7), "cpu 3 -> 7");
+        assert_eq!(on(None, 1), "cpu 1");
+        assert_eq!(on(None, u32::MAX), "");
     }
 
     fn reasons(overflows: u64, dropped: u64) -> Vec<String> {
