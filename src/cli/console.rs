@@ -36,7 +36,8 @@ pub fn anomaly_line(a: &Anomaly) -> String {
             if let Some(gap) = a.interrupt_gap {
                 let _ = write!(
                     line,
-                    ": interrupts {gap} apart ({:.2} periods of {})",
+                    ": {} ({:.2} periods of {})",
+                    AnomalyRecord::from(a).gap_text(gap),
                     periods(gap),
                     a.period
                 );
@@ -314,7 +315,10 @@ mod tests {
         );
         let mut a = anomaly(AnomalyKind::DroppedInterrupt);
         a.injected = 1;
-        assert!(anomaly_line(&a).contains("dropped interrupt (injected): interrupts 20003 apart"));
+        a.interrupt_gap = Some(10_001);
+        assert!(anomaly_line(&a).contains(
+            "dropped interrupt (injected): discarded 10001 after the interrupt before it (1.00 periods"
+        ));
         a.kind = AnomalyKind::LateSignal;
         a.delta = 15_000;
         assert!(

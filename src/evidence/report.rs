@@ -315,7 +315,7 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                     .unwrap_or_default();
                 let gap = a
                     .interrupt_gap
-                    .map(|g| format!(", interrupts {g} apart"))
+                    .map(|g| format!(", {}", a.gap_text(g)))
                     .unwrap_or_default();
                 let cpus = a.cpus();
                 let cpus = if cpus.is_empty() {

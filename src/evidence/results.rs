@@ -208,8 +208,8 @@ pub struct AnomalyRecord {
     /// The last overflow signal before it (1-based; 0: none yet).
     pub signal_seq: u64,
     pub time_ns: u64,
-    /// Interrupt kinds: the count between the interrupts around it.
-    /// Delivery kinds: how far past its interrupt the signal read.
+    /// Interrupt kinds: `interrupt_gap` when there is one. Delivery kinds:
+    /// how far past its interrupt the signal read.
     pub delta: u64,
     pub period: u64,
     pub skid: u64,
@@ -231,7 +231,9 @@ pub struct AnomalyRecord {
     /// Interrupts (sample records) seen so far (`kernel_samples`).
     #[serde(alias = "kernel_samples")]
     pub kernel_samples_in_window: u64,
-    /// The count between the two interrupts around it (schema 1: none).
+    /// The count between the two interrupts around it; for an injected
+    /// drop, from the interrupt before it to the one discarded (schema 1:
+    /// none).
     #[serde(default)]
     pub interrupt_gap: Option<u64>,
 }
@@ -267,6 +269,17 @@ impl AnomalyRecord {
             Some(before) => format!("cpu {before} -> {}", self.cpu_after),
             None if self.cpu_after != u32::MAX => format!("cpu {}", self.cpu_after),
             None => String::new(),
+        }
+    }
+
+    /// What `interrupt_gap` measures, in words: between the interrupts
+    /// around it, or, for a drop we made, from the interrupt before it to
+    /// the one we discarded (the judge books it there).
+    pub fn gap_text(&self, gap: u64) -> String {
+        if self.injected > 0 {
+            format!("discarded {gap} after the interrupt before it")
+        } else {
+            format!("interrupts {gap} apart")
         }
     }
 }

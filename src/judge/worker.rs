@@ -32,8 +32,10 @@ pub struct Anomaly {
     pub signal_seq: u64,
     pub time_ns: u64,
     /// Interrupt kinds: the count between the interrupts around it (~k
-    /// periods for k - 1 lost interrupts). Delivery kinds: how far past its
-    /// interrupt the signal read (0 when unknown).
+    /// periods for k - 1 lost interrupts; an injected drop is booked at the
+    /// sample we discarded: from the interrupt before to that one).
+    /// Delivery kinds: how far past its interrupt the signal read (0 when
+    /// unknown).
     pub delta: u64,
     pub period: u64,
     pub skid: u64,
@@ -50,7 +52,7 @@ pub struct Anomaly {
     pub kernel_samples: u64,
     /// Overflows we discarded on purpose among them.
     pub injected: u64,
-    /// The count between the two interrupts around it.
+    /// The count between the two interrupts around it (see `delta`).
     pub interrupt_gap: Option<u64>,
 }
 

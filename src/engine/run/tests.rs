@@ -490,6 +490,22 @@ fn injected_drops_are_counted_exactly() {
     );
     assert_eq!((t.signals, t.deliveries.injected), (15, 5));
     assert_eq!(t.accounted_overflows, 20);
+    // Each is booked at the sample we discarded: its gap is from the
+    // interrupt before it to that one (the report says "discarded N after
+    // the interrupt before it"), one period on this exact fake.
+    let injected: Vec<_> = out
+        .seen
+        .anomalies
+        .iter()
+        .filter(|a| a.injected > 0)
+        .collect();
+    assert_eq!(injected.len(), 5);
+    for a in injected {
+        assert_eq!(
+            (a.kind, a.interrupt_gap),
+            (AnomalyKind::DroppedInterrupt, Some(cfg.period))
+        );
+    }
 }
 #[test]
 fn a_throttled_event_is_throttled_not_dropped() {
