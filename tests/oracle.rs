@@ -193,9 +193,8 @@ fn stops_held_periods_past_their_witness_are_judged_against_the_driver() {
     let period = 50_000;
     // The records show it: a stop whose next count is 50 periods and more
     // past its witness's.
-    let rows = replay::read_stream(&dir.join("raw.csv.gz"))
-        .expect("the stream")
-        .rows;
+    let mut rows = Vec::new();
+    replay::read_stream(&dir.join("raw.csv.gz"), |r| rows.push(r)).expect("the stream");
     let counts: Vec<(bool, u64)> = rows
         .iter()
         .filter_map(|r| match r.observation {

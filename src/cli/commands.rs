@@ -168,14 +168,13 @@ fn replay_command(args: &ReplayArgs) -> i32 {
             args.mode.unwrap_or(RearmMode::Free),
         )
     };
-    let stream = match replay::read_stream(&args.path) {
-        Ok(s) => s,
+    let (r, truncated) = match replay::judge_file(&args.path, cfg) {
+        Ok(judged) => judged,
         Err(e) => {
             eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
             return EXIT_CANNOT_TEST;
         }
     };
-    let r = replay::judge(&stream.rows, cfg);
     let mut out = String::new();
     if args.format == OutputFormat::Json {
         put!(
@@ -185,7 +184,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         );
     } else {
         put!(out, "{}", replay::summary(&r).trim_end());
-        if let Some(t) = &stream.truncated {
+        if let Some(t) = &truncated {
             put!(out, "note: the stream ends early ({t}): judged up to there");
         }
         put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);

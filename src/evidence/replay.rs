@@ -29,17 +29,15 @@ use serde_json::Value;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED};
 use crate::evidence::results::{coincidences, stream_reasons};
 use crate::judge::stream::{HEADER, Row};
-use crate::judge::{DeliveryTotals, InterruptTotals, JudgeConfig, WorkerJudge};
+use crate::judge::{
+    Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, WorkerJudge,
+};
 
-/// Observations read, and where the file ended early.
-pub struct Stream {
-    pub rows: Vec<Row>,
-    /// Why reading stopped before the end of the file, if it did.
-    pub truncated: Option<String>,
-}
-
-/// Reads a stream: gzip (one or more members) or plain CSV.
-pub fn read_stream(path: &Path) -> Result<Stream> {
+/// Reads a stream, gzip (one or more members) or plain CSV, and hands each
+/// observation to `row` as it is read: a day-long run's stream replays in
+/// the memory of its judges, not of its rows. Returns why reading stopped
+/// before the end of the file, if it did.
+pub fn read_stream(path: &Path, row: impl FnMut(Row)) -> Result<Option<String>> {
     let mut file =
         std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut magic = [0u8; 2];
@@ -50,20 +48,20 @@ pub fn read_stream(path: &Path) -> Result<Stream> {
     } else {
         Box::new(BufReader::new(file))
     };
-    parse_stream(reader, &path.display().to_string())
+    parse_stream(reader, &path.display().to_string(), row)
 }
 
-fn parse_stream(reader: impl BufRead, name: &str) -> Result<Stream> {
-    let mut rows = Vec::new();
-    let mut truncated = None;
-    let mut pending = String::new();
+fn parse_stream(
+    reader: impl BufRead,
+    name: &str,
+    mut row: impl FnMut(Row),
+) -> Result<Option<String>> {
     for (i, line) in reader.lines().enumerate() {
+        // A line cut by the end of a partial member is an error here: only
+        // whole lines are judged.
         let line = match line {
             Ok(l) => l,
-            Err(e) => {
-                truncated = Some(format!("{name}: stopped after line {i}: {e}"));
-                break;
-            }
+            Err(e) => return Ok(Some(format!("{name}: stopped after line {i}: {e}"))),
         };
         if i == 0 {
             if line.trim_end() != HEADER {
@@ -74,16 +72,12 @@ fn parse_stream(reader: impl BufRead, name: &str) -> Result<Stream> {
         if line.is_empty() {
             continue;
         }
-        // A line cut by the end of a partial member has no newline; keep
-        // whole lines only.
-        pending.clear();
-        pending.push_str(&line);
-        match pending.parse::<Row>() {
-            Ok(r) => rows.push(r),
+        match line.parse::<Row>() {
+            Ok(r) => row(r),
             Err(e) => bail!("{name}: line {}: {e}", i + 1),
         }
     }
-    Ok(Stream { rows, truncated })
+    Ok(None)
 }
 
 /// What a replay found, per worker and in total.
@@ -99,44 +93,73 @@ pub struct Replayed {
     pub exit_status: i32,
 }
 
-/// Judges `rows` with `cfg`, one judge per worker.
-pub fn judge(rows: &[Row], cfg: JudgeConfig) -> Replayed {
-    let mut judges: BTreeMap<usize, WorkerJudge> = BTreeMap::new();
-    let (mut windows, mut anomalies) = (Vec::new(), Vec::new());
-    for row in rows {
-        judges
+/// Judges a stream row by row, one judge per worker.
+pub struct Replay {
+    cfg: JudgeConfig,
+    judges: BTreeMap<usize, WorkerJudge>,
+    windows: Vec<ClosedWindow>,
+    anomalies: Vec<Anomaly>,
+}
+
+impl Replay {
+    pub fn new(cfg: JudgeConfig) -> Replay {
+        Replay {
+            cfg,
+            judges: BTreeMap::new(),
+            windows: Vec::new(),
+            anomalies: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, row: &Row) {
+        let cfg = self.cfg;
+        self.judges
             .entry(row.worker)
             .or_insert_with(|| WorkerJudge::new(row.worker, cfg))
-            .observe(&row.observation, &mut windows, &mut anomalies);
-        windows.clear();
-        anomalies.clear();
+            .observe(&row.observation, &mut self.windows, &mut self.anomalies);
+        self.windows.clear();
+        self.anomalies.clear();
     }
-    let mut interrupts = InterruptTotals::default();
-    let mut deliveries = DeliveryTotals::default();
-    let mut workers = BTreeMap::new();
-    for (w, j) in judges {
-        interrupts.add(j.interrupts());
-        deliveries.add(j.deliveries());
-        workers.insert(w, (j.interrupts().clone(), j.deliveries().clone()));
+
+    /// The totals and the verdict the stream gives.
+    pub fn finish(self) -> Replayed {
+        let cfg = self.cfg;
+        let judges = self.judges;
+        let mut interrupts = InterruptTotals::default();
+        let mut deliveries = DeliveryTotals::default();
+        let mut workers = BTreeMap::new();
+        for (w, j) in judges {
+            interrupts.add(j.interrupts());
+            deliveries.add(j.deliveries());
+            workers.insert(w, (j.interrupts().clone(), j.deliveries().clone()));
+        }
+        let expected = coincidences(&interrupts, cfg.interrupt_skid, cfg.period);
+        let reasons = stream_reasons(&interrupts, &deliveries, expected, cfg.software);
+        let (verdict, exit_status) = if interrupts.dropped > 0 {
+            ("dropped", EXIT_DROPPED)
+        } else if !reasons.is_empty() {
+            ("inconclusive", EXIT_CANNOT_TEST)
+        } else {
+            ("clean", EXIT_CLEAN)
+        };
+        Replayed {
+            workers,
+            interrupts,
+            deliveries,
+            expected_coincidences: expected,
+            inconclusive_because: reasons,
+            verdict,
+            exit_status,
+        }
     }
-    let expected = coincidences(&interrupts, cfg.interrupt_skid, cfg.period);
-    let reasons = stream_reasons(&interrupts, &deliveries, expected, cfg.software);
-    let (verdict, exit_status) = if interrupts.dropped > 0 {
-        ("dropped", EXIT_DROPPED)
-    } else if !reasons.is_empty() {
-        ("inconclusive", EXIT_CANNOT_TEST)
-    } else {
-        ("clean", EXIT_CLEAN)
-    };
-    Replayed {
-        workers,
-        interrupts,
-        deliveries,
-        expected_coincidences: expected,
-        inconclusive_because: reasons,
-        verdict,
-        exit_status,
-    }
+}
+
+/// Judges the stream in `path` with `cfg`; also why it ended early, if it
+/// did.
+pub fn judge_file(path: &Path, cfg: JudgeConfig) -> Result<(Replayed, Option<String>)> {
+    let mut replay = Replay::new(cfg);
+    let truncated = read_stream(path, |row| replay.row(&row))?;
+    Ok((replay.finish(), truncated))
 }
 
 /// A results directory replayed against its own run.json.
@@ -161,8 +184,7 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     let cfg: JudgeConfig = *run.judge().context(
         "run.json has no \"judge\" settings (written by pmustress before replay existed?)",
     )?;
-    let stream = read_stream(&dir.join("raw.csv.gz"))?;
-    let replayed = judge(&stream.rows, cfg);
+    let (replayed, truncated) = judge_file(&dir.join("raw.csv.gz"), cfg)?;
     let mut differences = Vec::new();
     let finished = run.finished();
     if let Some(recorded) = run.results() {
@@ -230,7 +252,7 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     }
     Ok(DirReplay {
         replayed,
-        truncated: stream.truncated,
+        truncated,
         differences,
         run_verdict,
         run_exit_status,
@@ -317,8 +339,10 @@ mod tests {
                 count: Some(3 * p + 10),
             },
         ]);
-        let stream = parse_stream(text.as_bytes(), "test").unwrap();
-        let r = judge(&stream.rows, JudgeConfig::new(p, 0, 0, RearmMode::Free));
+        let mut replay = Replay::new(JudgeConfig::new(p, 0, 0, RearmMode::Free));
+        let truncated = parse_stream(text.as_bytes(), "test", |row| replay.row(&row)).unwrap();
+        assert_eq!(truncated, None);
+        let r = replay.finish();
         assert_eq!(
             (
                 r.interrupts.samples,
@@ -332,10 +356,68 @@ mod tests {
 
     #[test]
     fn a_bad_line_is_named_and_a_missing_header_refused() {
-        let e = parse_stream("nope\n".as_bytes(), "f").err().unwrap();
+        let e = parse_stream("nope\n".as_bytes(), "f", |_| {})
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("header"), "{e}");
         let text = format!("{HEADER}\n0,sample,1,0,5,\n0,sample,x,0,5,\n");
-        let e = parse_stream(text.as_bytes(), "f").err().unwrap();
+        let e = parse_stream(text.as_bytes(), "f", |_| {}).err().unwrap();
         assert!(e.to_string().contains("line 3"), "{e}");
+    }
+
+    /// Hands out a stream one line per read and counts what it gave.
+    struct OneLineAtATime {
+        lines: Vec<String>,
+        given: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl Read for OneLineAtATime {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some(line) = self.lines.get(self.given.get()) else {
+                return Ok(0);
+            };
+            let n = line.len().min(buf.len());
+            assert_eq!(n, line.len(), "a test line fits one read");
+            buf[..n].copy_from_slice(&line.as_bytes()[..n]);
+            self.given.set(self.given.get() + 1);
+            Ok(n)
+        }
+    }
+
+    /// Every row reaches the judge before the next line is read: replaying
+    /// a day-long run holds its judges, never its stream.
+    #[test]
+    fn rows_are_judged_as_they_are_read() {
+        let mut lines = vec![format!("{HEADER}\n")];
+        lines.extend((1..=1000u64).map(|k| {
+            let o = Observation::Sample {
+                time_ns: k,
+                cpu: 0,
+                count: k * 100,
+            };
+            format!(
+                "{}\n",
+                Row {
+                    worker: 0,
+                    observation: o
+                }
+            )
+        }));
+        let given = std::rc::Rc::new(std::cell::Cell::new(0));
+        let reader = std::io::BufReader::with_capacity(
+            64,
+            OneLineAtATime {
+                lines,
+                given: given.clone(),
+            },
+        );
+        let mut judged = 0;
+        let truncated = parse_stream(reader, "f", |row| {
+            judged += 1;
+            // The header and this row are all that was read.
+            assert_eq!(given.get(), judged + 1, "{row}");
+        })
+        .unwrap();
+        assert_eq!((judged, truncated), (1000, None));
     }
 }
