@@ -150,9 +150,17 @@ build_pmustress() {
 
 # pmustress for this machine, to read results back through its own checked
 # reader (`pmustress report --format json`) instead of parsing run.json here;
-# sets HOST_PMUSTRESS.
+# sets HOST_PMUSTRESS. PMUSTRESS_HOST_BIN names one already built (.ci/run passes
+# scripts/dist.sh's: `cargo test` builds the binary with its dev-dependencies'
+# features, so a plain `cargo build --release` after it builds everything again).
 build_host_pmustress() {
     local start=$SECONDS target
+    if [[ -n ${PMUSTRESS_HOST_BIN:-} ]]; then
+        HOST_PMUSTRESS=$PMUSTRESS_HOST_BIN
+        [[ -x $HOST_PMUSTRESS ]] || die "PMUSTRESS_HOST_BIN: $HOST_PMUSTRESS is not executable"
+        log "reading results back with $HOST_PMUSTRESS ($("$HOST_PMUSTRESS" --version))"
+        return
+    fi
     nice -n 5 cargo build --release --locked --quiet --manifest-path "$SRC/Cargo.toml" >&2 ||
         die "cannot build pmustress for this machine from $SRC"
     target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$SRC/Cargo.toml" |

@@ -15,6 +15,9 @@
 #   PMUSTRESS_QEMU_CACHE    cache directory (default ~/.cache/pmustress-qemu)
 #   PMUSTRESS_SRC           pmustress source tree (default: the repository holding this script)
 #   PMUSTRESS_QEMU_BIN      use this prebuilt static aarch64 binary instead of building
+#   PMUSTRESS_HOST_BIN      read results back with this pmustress for this machine
+#                           instead of building one (e.g. scripts/dist.sh's x86_64 binary)
+#   PMUSTRESS_QEMU_LANES    boots at once (default 2: one host CPU each)
 #   PMUSTRESS_QEMU_TIMEOUT  host-side timeout per boot in seconds (default 900)
 #   PMUSTRESS_DEBIAN_KERNEL Debian kernel package (default: newest linux-image-6.1.0-NN-arm64-unsigned)
 #   PMUSTRESS_QEMU_CPU      qemu -cpu value (default max,pauth-impdef=on)
@@ -224,15 +227,15 @@ run_case() {
     done
     REPORTED+=("$name")
     if ((failed == 0)); then
-        open=$(grep -c "^  OPEN $name/" "$OUT/summary" || true)
+        open=$(grep -c "^  OPEN $name/" "$SUMMARY" 2>/dev/null || true)
         suffix=""
         ((open == 0)) || suffix=" ($open OPEN: a known limit of the judge, see its line)"
         printf 'PASS %s: %d runs%s, boot %ss, wall %ss\n' "$name" "${#RUN_NAMES[@]}" \
-            "$suffix" "$boot" "$wall" | tee -a "$OUT/summary"
+            "$suffix" "$boot" "$wall" | tee -a "$SUMMARY"
         return 0
     fi
     printf 'FAIL %s: %d of %d runs failed, boot %ss, wall %ss (see %s)\n' "$name" "$failed" \
-        "${#RUN_NAMES[@]}" "$boot" "$wall" "$dir" | tee -a "$OUT/summary"
+        "${#RUN_NAMES[@]}" "$boot" "$wall" "$dir" | tee -a "$SUMMARY"
     return 1
 }
 
@@ -272,8 +275,8 @@ ambiguous_max() {
     fi
 }
 
-# check_run CASE INDEX DIR QEMU_RC: one run's known answer; prints its PASS/FAIL line and
-# appends its numbers to $OUT/runs.tsv.
+# check_run CASE INDEX DIR QEMU_RC: one run's known answer; prints its PASS/FAIL line
+# (also into $SUMMARY) and appends its numbers to $TSV.
 check_run() {
     local name=$1 i=$2 dir=$3 qemu_rc=$4 run expect args d json report why fails=() notes=() exit_code="?"
     local verdict="-" status nmi_ev signals="-" guest run_wall figures ours="" oracle=""
@@ -331,33 +334,35 @@ check_run() {
         fi
     fi
 
-    printf '%s\t%s\t%s\t%s\t%s\t%s' "$name" "$run" "$exit_code" "$verdict" "$guest" \
-        "$run_wall" >>"$OUT/runs.tsv"
-    for k in samples on_time late rebased_in_handler dropped rebased_at_restart ambiguous \
-        throttled injected stops count_wraps; do
-        printf '\t%s' "${P[$k]:--}" >>"$OUT/runs.tsv"
-    done
-    for k in overflows record_lost; do
-        printf '\t%s' "${L[$k]:--}" >>"$OUT/runs.tsv"
-    done
-    for k in "${ORACLE_COUNTERS[@]}"; do
-        printf '\t%s' "${O[$k]:--}" >>"$OUT/runs.tsv"
-    done
     f=PASS
     ((${#notes[@]} == 0)) || f=OPEN
     ((${#fails[@]} == 0)) || f=FAIL
-    printf '\t%s\n' "$f" >>"$OUT/runs.tsv"
+    {
+        printf '%s\t%s\t%s\t%s\t%s\t%s' "$name" "$run" "$exit_code" "$verdict" "$guest" \
+            "$run_wall"
+        for k in samples on_time late rebased_in_handler dropped rebased_at_restart ambiguous \
+            throttled injected stops count_wraps; do
+            printf '\t%s' "${P[$k]:--}"
+        done
+        for k in overflows record_lost; do
+            printf '\t%s' "${L[$k]:--}"
+        done
+        for k in "${ORACLE_COUNTERS[@]}"; do
+            printf '\t%s' "${O[$k]:--}"
+        done
+        printf '\t%s\n' "$f"
+    } >>"$TSV"
 
     figures+=", guest ${guest}s in ${run_wall}s"
     if ((${#fails[@]} == 0)); then
         local IFS=';'
         printf '  %s %s/%s: %s%s\n' "$f" "$name" "$run" "${notes[*]:+${notes[*]}; }" "$figures" |
-            tee -a "$OUT/summary"
+            tee -a "$SUMMARY"
         return 0
     fi
     local IFS=';'
     printf '  FAIL %s/%s: %s; %s (see %s)\n' "$name" "$run" "${fails[*]}" "$figures" "$d" |
-        tee -a "$OUT/summary"
+        tee -a "$SUMMARY"
     return 1
 }
 
@@ -497,6 +502,44 @@ check_oracle() {
 REPORTED=()
 CASES=()
 OUT=""
+SUMMARY="" TSV=""
+# Boots at once. Under -icount QEMU runs all of a guest's vCPUs on one host thread,
+# and guest time is executed instructions, not host time: two boots use both CPUs of
+# a 2-CPU machine and neither guest sees the other (the checks are against the
+# oracle's own counts of the same boot either way).
+LANES=${PMUSTRESS_QEMU_LANES:-2}
+LANE_PIDS=() LANE_CASES=()
+
+# start_case NAME: run_case in the background, its output and its summary and
+# runs.tsv lines kept in $OUT/lanes/ until finish_oldest prints and adds them.
+start_case() {
+    local c=$1
+    mkdir -p "$OUT/lanes"
+    (SUMMARY=$OUT/lanes/$c.summary TSV=$OUT/lanes/$c.tsv run_case "$c" || exit 1) \
+        >"$OUT/lanes/$c.out" &
+    LANE_PIDS+=($!)
+    LANE_CASES+=("$c")
+}
+
+# finish_oldest: waits for the case started first of those still going, prints its
+# lines whole (cases print in the order they were started) and adds its rows; fails
+# when the case did.
+finish_oldest() {
+    local c=${LANE_CASES[0]} pid=${LANE_PIDS[0]} rc=0
+    LANE_CASES=("${LANE_CASES[@]:1}")
+    LANE_PIDS=("${LANE_PIDS[@]:1}")
+    wait "$pid" || rc=$?
+    cat "$OUT/lanes/$c.out"
+    cat "$OUT/lanes/$c.summary" >>"$SUMMARY" 2>/dev/null || true
+    cat "$OUT/lanes/$c.tsv" >>"$TSV" 2>/dev/null || true
+    if ! grep -qE "^(PASS|FAIL) $c:" "$OUT/lanes/$c.out"; then
+        printf 'FAIL %s: stopped before its verdict (exit %s), see the log above\n' "$c" "$rc" |
+            tee -a "$SUMMARY"
+        rc=1
+    fi
+    REPORTED+=("$c")
+    ((rc == 0))
+}
 
 # On any exit, a FAIL line for every requested case that has none yet (setup failed).
 report_unfinished() {
@@ -516,7 +559,7 @@ report_unfinished() {
 }
 
 main() {
-    local c need_oracle=0 need_debian=0 kernel_pid="" start=$SECONDS failed=0 k
+    local c need_oracle=0 need_debian=0 kernel_pid="" start=$SECONDS failed=0 k order=()
     SRC=${PMUSTRESS_SRC:-$(cd "$QEMU_DIR/.." && pwd)}
     OUT=""
     while (($#)); do
@@ -536,7 +579,8 @@ main() {
     OUT=${OUT:-$CACHE/results/$(date +%Y%m%d-%H%M%S)}
     mkdir -p "$OUT" "$CACHE/debs"
     OUT=$(cd "$OUT" && pwd)
-    : >"$OUT/summary"
+    SUMMARY=$OUT/summary TSV=$OUT/runs.tsv
+    : >"$SUMMARY"
     {
         printf 'case\trun\texit\tverdict\tguest_s\twall_s'
         for k in samples on_time late rebased_in_handler dropped rebased_at_restart \
@@ -548,7 +592,7 @@ main() {
             printf '\toracle_%s' "$k"
         done
         printf '\tresult\n'
-    } >"$OUT/runs.tsv"
+    } >"$TSV"
     log "results in $OUT"
     trap report_unfinished EXIT
 
@@ -570,25 +614,32 @@ main() {
     build_host_pmustress
     log "setup done in $((SECONDS - start)) s"
 
-    # Cases on the Debian kernel first: they do not wait for the kernel build.
+    # Cases on the Debian kernel first: they do not wait for the kernel build. Then
+    # the oracle's, once it is built; $LANES boots at a time.
     for c in "${CASES[@]}"; do
         define_case "$c"
-        [[ $KERNEL == debian ]] || continue
-        run_case "$c" || failed=1
+        [[ $KERNEL == debian ]] && order+=("$c")
     done
-    if [[ -n $kernel_pid ]]; then
-        if ! wait "$kernel_pid"; then
-            tail -n 30 "$OUT/build-kernel.log" >&2
-            die "building the oracle kernel failed (see $OUT/build-kernel.log)"
+    for c in "${CASES[@]}"; do
+        define_case "$c"
+        [[ $KERNEL == oracle ]] && order+=("$c")
+    done
+    for c in "${order[@]}"; do
+        ((${#LANE_PIDS[@]} < LANES)) || finish_oldest || failed=1
+        define_case "$c"
+        if [[ $KERNEL == oracle && -n $kernel_pid ]]; then
+            if ! wait "$kernel_pid"; then
+                while ((${#LANE_PIDS[@]})); do finish_oldest || true; done
+                tail -n 30 "$OUT/build-kernel.log" >&2
+                die "building the oracle kernel failed (see $OUT/build-kernel.log)"
+            fi
+            kernel_pid=""
+            ORACLE_IMAGE=$(tail -n1 "$OUT/kernel-path")
+            log "oracle kernel: $ORACLE_IMAGE"
         fi
-        ORACLE_IMAGE=$(tail -n1 "$OUT/kernel-path")
-        log "oracle kernel: $ORACLE_IMAGE"
-    fi
-    for c in "${CASES[@]}"; do
-        define_case "$c"
-        [[ $KERNEL == oracle ]] || continue
-        run_case "$c" || failed=1
+        start_case "$c"
     done
+    while ((${#LANE_PIDS[@]})); do finish_oldest || failed=1; done
     log "total $((SECONDS - start)) s; results in $OUT (runs.tsv: every run's numbers)"
     return "$failed"
 }
