@@ -20,6 +20,7 @@ use crate::judge::{Anomaly, AnomalyKind};
 /// 10000), cpu 3 -> 7, 14 us after migration, after signal #2650640`
 pub fn anomaly_line(a: &Anomaly) -> String {
     let periods = |n: u64| n as f64 / a.period.max(1) as f64;
+    let record = AnomalyRecord::from(a);
     let mut line = format!("worker {}: {}", a.worker, a.kind.name().replace('-', " "));
     match a.kind {
         AnomalyKind::DroppedInterrupt
@@ -37,7 +38,7 @@ pub fn anomaly_line(a: &Anomaly) -> String {
                 let _ = write!(
                     line,
                     ": {} ({:.2} periods of {})",
-                    AnomalyRecord::from(a).gap_text(gap),
+                    record.gap_text(gap),
                     periods(gap),
                     a.period
                 );
@@ -54,7 +55,7 @@ pub fn anomaly_line(a: &Anomaly) -> String {
         }
         _ => {}
     }
-    let cpus = AnomalyRecord::from(a).cpus();
+    let cpus = record.cpus();
     if !cpus.is_empty() {
         let _ = write!(line, ", {cpus}");
     }
