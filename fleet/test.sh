@@ -171,11 +171,13 @@ RESULTS=$TMP/controller/pmustress_results
 
 # playbook LOG RUN_ID [EXTRA-VARS...]: runs the playbook from the
 # controller directory (so its results go to the default place); returns
-# its exit status.
+# its exit status. Unbuffered: Ansible never flushes its output, so into a
+# file a task's banner came out only with the next 8 KiB, and scenario 2,
+# which waits for the poll's banner, saw it after the run had ended.
 playbook() {
     local out=$1 id=$2
     shift 2
-    (cd "$TMP/controller" && ansible-playbook "$PLAYBOOK" -e pmustress_dist="$DIST" \
+    (cd "$TMP/controller" && PYTHONUNBUFFERED=1 ansible-playbook "$PLAYBOOK" -e pmustress_dist="$DIST" \
         -e pmustress_run_id="$id" -e pmustress_poll_interval=1 "$@") >"$TMP/$out.log" 2>&1
 }
 # The lines Ansible printed for one task (its banner to the next).
