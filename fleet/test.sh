@@ -250,7 +250,13 @@ EOF
 }
 
 start=$SECONDS
-TEN=(-e 'pmustress_args="--event task-clock --duration 10s"')
+# Scenarios 2 and 3: a run that must still be going when the playbook first
+# polls. Every "host" is this machine, so the hosts' runs (two workers and a
+# migrator each, on 2 CPUs) starve the controller: from the start of the run
+# to the poll's banner took 1.1, 1.3 and 5.5 s in 3 runs here (one set_fact
+# alone 3.4 s), and over 10 s twice (a 10 s run then ended first). 30 s
+# leaves room for that.
+LONG_RUN=(-e 'pmustress_args="--event task-clock --duration 30s"')
 
 # --- 1. three hosts, three results ---------------------------------------------
 log "1. host-a: a 3 s run; host-b: the same, every 50th interrupt dropped; host-c: 100 ms; host-e: 1 h stopped at 2 s"
@@ -289,9 +295,9 @@ log "1. ok: four results back (exit $(summary s1 host-a exit_status), 1, 125, 14
 
 # --- 2. host b's sshd dies while the playbook polls ---------------------
 t=$SECONDS
-log "2. a 10 s run on host-a and host-b; host-b's sshd killed while the playbook polls; host-d down"
+log "2. a 30 s run on host-a and host-b; host-b's sshd killed while the playbook polls; host-d down"
 rc=0
-playbook s2 s2 "${TEN[@]}" -e pmustress_hosts=host-a:host-b:host-d \
+playbook s2 s2 "${LONG_RUN[@]}" -e pmustress_hosts=host-a:host-b:host-d \
     -e pmustress_reconnects=1 -e pmustress_reconnect_timeout=5 &
 pb=$!
 for ((i = 0; i < 1200; i++)); do
@@ -302,7 +308,7 @@ done
 grep -q '^TASK \[Poll for the exit status\]' "$TMP/s2.log" || fail "2: the playbook never polled (see $TMP/s2.log)"
 # The scenario needs the run still going: a machine so slow that it ended
 # before the first poll says so here, not as some other failure below.
-[[ ! -e $TMP/host-b/runs/s2.exit_status ]] || fail "2: host-b's 10 s run ended before the playbook polled"
+[[ ! -e $TMP/host-b/runs/s2.exit_status ]] || fail "2: host-b's 30 s run ended before the playbook polled"
 stop_sshd "${SSHD[b]}"
 unset 'SSHD[b]'
 wait "$pb" || rc=$?
@@ -331,7 +337,7 @@ log "3. run id s2 again, host-b's sshd back"
 start_sshd b
 a_before=$(stamps "$RESULTS/host-a")
 rc=0
-playbook s3 s2 "${TEN[@]}" -e pmustress_hosts=host-a:host-b || rc=$?
+playbook s3 s2 "${LONG_RUN[@]}" -e pmustress_hosts=host-a:host-b || rc=$?
 [[ $rc == 0 ]] || fail "3: ansible-playbook exited $rc, not 0 (see $TMP/s3.log)"
 [[ $(summary s2 host-a fetched) == earlier ]] || fail "3: host-a was fetched again"
 [[ $(summary s2 host-b fetched) == now ]] || fail "3: host-b not fetched"
