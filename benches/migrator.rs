@@ -97,10 +97,15 @@ impl Rig {
         self.target.store(n, Ordering::Release);
         let plan = Plan::new(MigrateMode::PingPong, &self.cpus, 1, 1);
         let start = Instant::now();
+        let moves = migrator::Moves {
+            interval: Duration::ZERO,
+            running_only: false,
+        };
         migrator::run(
             plan,
             vec![self.shared.clone()],
-            Duration::ZERO,
+            vec![0],
+            moves,
             self.stop.clone(),
         );
         let elapsed = start.elapsed();

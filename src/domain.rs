@@ -28,6 +28,13 @@ pub const EXIT_CANNOT_TEST: i32 = 125;
 /// Confidence of the intervals reported with rates.
 pub const CONFIDENCE: f64 = 0.95;
 
+/// A run that saw no dropped interrupt is only "clean" if its overflows,
+/// and its witnessed stops, each bound the dropped rate below this
+/// (one-sided, at `CONFIDENCE`): zero drops in fewer than 299 overflows or
+/// 299 stops say nothing, and the run is 125 "not enough overflows" or
+/// "not enough stops" (in every mode, and in a replay of its stream).
+pub const MIN_EVIDENCE_RATE: f64 = 0.01;
+
 /// How the migrator moves workers between the CPUs of the set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -42,12 +49,24 @@ pub enum MigrateMode {
     Random,
 }
 
+/// Which workers a migrator moves (`--move`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoveWhich {
+    /// Every worker in turn, running or waiting.
+    Any,
+    /// Only workers that ran user code since their migrator last looked:
+    /// a waiting worker's move stops nothing.
+    Running,
+}
+
 /// How event stops (context switches) are witnessed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SwitchWitness {
-    /// counts for a hardware event, falling back to times where the kernel
-    /// forbids counts; none for a software clock (its judge needs no stops).
+    /// counts, falling back to times where the kernel forbids counts (a
+    /// software clock's judge needs no stops, but its stress is counted in
+    /// them).
     Auto,
     /// A context-switch event in the overflow event's group samples the
     /// event's count at every switch-out: drops are then judged exactly

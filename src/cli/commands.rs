@@ -533,9 +533,13 @@ fn run_command(args: &RunArgs) -> i32 {
     say!("{}", fingerprint.verdict_line());
     say!("{}", console::banner(&cfg));
     if let Some(b) = &cfg.bisect {
+        let per_stop = b.bad_rate_per_stop.map_or_else(String::new, |r| {
+            format!(" and the rate per stop below {:.3} per million", r * 1e6)
+        });
         say!(
-            "bisect: zero dropped interrupts in {} overflows will show the rate is below {:.3} per million at {} confidence ({}); the run stops as bad at the first dropped interrupt",
+            "bisect: zero dropped interrupts in {} overflows and {} witnessed stops will show the rate is below {:.3} per million{per_stop} at {} confidence ({}); the run stops as bad at the first dropped interrupt",
             b.overflows_needed,
+            b.stops_needed,
             b.bad_rate * 1e6,
             b.confidence,
             b.bad_rate_source

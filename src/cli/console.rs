@@ -119,8 +119,9 @@ impl Observer for Console {
         }
         let secs = p.elapsed_ns as f64 / 1e9;
         eprint!(
-            "\r\x1b[2K{secs:6.1}s  {:>9.0} interrupts/s  {:>9.0} migrations/s  {} anomalies  {} dropped",
+            "\r\x1b[2K{secs:6.1}s  {:>8.0} interrupts/s  {:>7.0} stops/s  {:>8.0} moves/s  {} anomalies  {} dropped",
             p.signals as f64 / secs.max(1e-9),
+            p.stops as f64 / secs.max(1e-9),
             p.moves as f64 / secs.max(1e-9),
             p.anomalies,
             p.dropped
@@ -242,6 +243,9 @@ pub fn summary(r: &RunResults) -> String {
         t.migrations_requested as f64 / secs.max(1e-9),
         t.cpu_changes
     );
+    if let (Some(x), Some(t)) = (&r.stress, &r.totals.stress) {
+        let _ = writeln!(s, "stress: {}", x.describe(t));
+    }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
@@ -249,7 +253,13 @@ pub fn summary(r: &RunResults) -> String {
         let _ = writeln!(s, "inconclusive: {w}");
     }
     let verdict = match r.verdict {
-        Verdict::Clean => "clean: no dropped interrupt".to_string(),
+        Verdict::Clean => format!(
+            "clean: no dropped interrupt in {} overflows{}",
+            t.accounted_overflows,
+            r.stress
+                .as_ref()
+                .map_or_else(String::new, |x| format!(" and {}", x.sensitivity_words()))
+        ),
         Verdict::Dropped => format!(
             "DROPPED: {} {} never happened{}",
             t.dropped_interrupts,

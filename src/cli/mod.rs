@@ -18,7 +18,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::event::EventSpec;
-use crate::domain::{GroupBy, MigrateMode, OutputFormat, RearmMode, SwitchWitness};
+use crate::domain::{GroupBy, MigrateMode, MoveWhich, OutputFormat, RearmMode, SwitchWitness};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -230,6 +230,16 @@ pub struct RunArgs {
     /// Pause between migration rounds (0: back to back).
     #[arg(long, value_name = "DURATION", default_value = "0", allow_hyphen_values = true, value_parser = parse_interval)]
     pub migrate_interval: Duration,
+
+    /// Migrator threads, each moving its share of the workers. [default:
+    /// one per 2 CPUs of --cpus]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
+    pub migrators: Option<usize>,
+
+    /// Which workers are moved: only those that ran since their migrator
+    /// last looked (a move of a waiting thread stops nothing), or any.
+    #[arg(long = "move", value_name = "WHICH", value_enum, default_value_t = MoveWhich::Any)]
+    pub move_which: MoveWhich,
 
     /// How long to measure (500ms, 10s, 5m, 2h). [default: 10s when
     /// --interrupts is not given either]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::cli::RunArgs;
 use crate::config::event::{self, Platform};
 use crate::config::{Bisect, RunConfig, format_cpus};
-use crate::domain::MigrateMode;
+use crate::domain::{MigrateMode, MoveWhich};
 
 /// Software clocks below this period livelock the worker on a 2-CPU VM and
 /// fill the per-user signal queue (shared/software-events.md: 10 us).
@@ -50,8 +50,8 @@ fn nanos(flag: &'static str, d: Duration) -> Result<u64, ConfigError> {
 
 impl Bisect {
     fn plan(args: &RunArgs) -> Result<Option<Bisect>, ConfigError> {
-        let (bad_rate, source) = match (args.bad_rate, &args.baseline) {
-            (Some(r), _) => (r, "--bad-rate".to_string()),
+        let (bad_rate, source, per_stop) = match (args.bad_rate, &args.baseline) {
+            (Some(r), _) => (r, "--bad-rate".to_string(), None),
             (None, Some(dir)) => {
                 let run = crate::evidence::loaded_run::LoadedRun::load(dir).map_err(|e| {
                     usage(
@@ -94,18 +94,48 @@ impl Bisect {
                         ),
                     ));
                 }
+                // The loss happens at stops: where the baseline counted
+                // them, its rate per stop says how many stops a good
+                // kernel must survive.
+                let stops = run
+                    .run
+                    .totals()
+                    .and_then(|t| t.stress.as_ref())
+                    .map_or(0, |s| s.stops);
+                let per_stop = (stops > 0)
+                    .then(|| {
+                        crate::judge::stats::Rate::new(
+                            run.dropped(),
+                            stops,
+                            crate::domain::CONFIDENCE,
+                        )
+                        .ci_low_per_million
+                    })
+                    .flatten()
+                    .map(|r| r / 1e6)
+                    .filter(|&r| r > 0.0);
                 (
                     low,
                     format!(
-                        "baseline {}: {} dropped in {} overflows, lower end of the 95% interval",
+                        "baseline {}: {} dropped in {} overflows and {stops} stops, lower end of the 95% interval",
                         dir.display(),
                         run.dropped(),
                         run.overflows()
                     ),
+                    per_stop,
                 )
             }
             (None, None) => return Ok(None),
         };
+        let every_run = crate::judge::stats::trials_to_bound(
+            crate::domain::MIN_EVIDENCE_RATE,
+            crate::domain::CONFIDENCE,
+        )
+        .unwrap_or(u64::MAX);
+        let stops_needed = per_stop
+            .and_then(|r| crate::judge::stats::trials_to_bound(r, args.confidence))
+            .unwrap_or(every_run)
+            .max(every_run);
         let needed = crate::judge::stats::trials_to_bound(bad_rate, args.confidence).ok_or_else(|| {
             usage(
                 "--bad-rate",
@@ -120,6 +150,8 @@ impl Bisect {
             bad_rate_source: source,
             confidence: args.confidence,
             overflows_needed: needed,
+            bad_rate_per_stop: per_stop,
+            stops_needed,
         }))
     }
 }
@@ -228,8 +260,10 @@ impl RunConfig {
             Some(s) => s,
             None => event.default_interrupt_skid.unwrap_or(skid),
         };
+        let migrators = args.migrators.unwrap_or(cpus.len().div_ceil(2));
         Ok(RunConfig {
             event,
+            migrators,
             period,
             skid,
             skid_source,
@@ -238,6 +272,7 @@ impl RunConfig {
             cpus,
             migrate: args.migrate,
             migrate_interval_ns,
+            move_running_only: args.move_which == MoveWhich::Running,
             migrate_seed: crate::engine::kernel::monotonic_ns(),
             duration_ns: duration.map(|d| nanos("--duration", d)).transpose()?,
             interrupts_per_worker: args.interrupts,

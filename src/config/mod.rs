@@ -27,6 +27,15 @@ pub struct Bisect {
     /// Overflows needed: zero drops in this many bound the rate below
     /// `bad_rate` at `confidence` (one-sided).
     pub overflows_needed: u64,
+    /// Dropped interrupts per witnessed stop that the bad kernel showed
+    /// (from a baseline that counted its stops).
+    #[serde(default)]
+    pub bad_rate_per_stop: Option<f64>,
+    /// Witnessed stops needed: zero drops in this many bound the rate per
+    /// stop below `bad_rate_per_stop` at `confidence`; without a per-stop
+    /// rate, the stops every clean verdict needs.
+    #[serde(default)]
+    pub stops_needed: u64,
 }
 
 /// Everything a run needs, validated; recorded verbatim in the results and
@@ -48,6 +57,14 @@ pub struct RunConfig {
     pub cpus: Vec<usize>,
     pub migrate: MigrateMode,
     pub migrate_interval_ns: u64,
+    /// Migrator threads, each moving its share of the workers (runs
+    /// recorded before had one).
+    #[serde(default = "one_migrator")]
+    pub migrators: usize,
+    /// Move only workers that ran since their migrator last looked
+    /// (`--move running`): a waiting worker's move stops nothing.
+    #[serde(default)]
+    pub move_running_only: bool,
     /// Seed of the random migration pattern, so it can be replayed.
     pub migrate_seed: u64,
     pub duration_ns: Option<u64>,
@@ -82,6 +99,10 @@ pub struct RunConfig {
     pub max_anomaly_lines: u64,
 }
 
+fn one_migrator() -> usize {
+    1
+}
+
 /// Taskset-style rendering of a run's CPU set (0-3,8).
 pub fn format_cpus(cpus: &[usize]) -> String {
     let cpus: Vec<u32> = cpus.iter().map(|&c| c as u32).collect();
@@ -97,6 +118,11 @@ impl RunConfig {
             include_kernel: self.include_kernel,
             irq_masked_at_stops: self.pmu_irq_maskable && !self.event.software,
             inject_drop_every: self.inject_drop_every.unwrap_or(0),
+            stops_needed: crate::judge::stats::trials_to_bound(
+                crate::domain::MIN_EVIDENCE_RATE,
+                crate::domain::CONFIDENCE,
+            )
+            .unwrap_or(u64::MAX),
             ..JudgeConfig::new(self.period, self.skid, self.interrupt_skid, self.mode)
         }
     }

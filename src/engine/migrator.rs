@@ -21,8 +21,13 @@ use crate::engine::worker::WorkerShared;
 
 /// How long the migrator sleeps when no worker can be moved.
 const IDLE_POLL: Duration = Duration::from_micros(200);
+/// How long it sleeps when every worker it serves was waiting (moving
+/// running workers only): a few tens of microseconds lets a requeued
+/// worker run again without leaving the CPUs unstressed for long.
+const WAIT_POLL: Duration = Duration::from_micros(20);
 
 /// Where each worker goes next: a pure function of mode, CPU set and state.
+#[derive(Clone)]
 pub struct Plan {
     mode: MigrateMode,
     cpus: Vec<usize>,
@@ -42,6 +47,15 @@ impl Plan {
             position: (0..workers).map(|w| w % n).collect(),
             pairs: (0..workers).map(|w| (w % n, (w + 1) % n)).collect(),
             rng: fastrand::Rng::with_seed(seed),
+        }
+    }
+
+    /// The same plan for the migrator numbered `m`: each draws its own
+    /// random sequence from the run's seed, so a seed replays every one.
+    pub fn for_migrator(&self, seed: u64, m: usize) -> Plan {
+        Plan {
+            rng: fastrand::Rng::with_seed(seed.wrapping_add(m as u64)),
+            ..self.clone()
         }
     }
 
@@ -72,9 +86,28 @@ impl Plan {
     }
 }
 
-/// The thread body: rounds of one move per worker until `stop`.
-pub fn run(plan: Plan, workers: Vec<Arc<WorkerShared>>, interval: Duration, stop: Arc<AtomicBool>) {
-    run_on(&Real, plan, workers, interval, stop)
+/// Which workers a migrator moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moves {
+    /// Pause after each round (back to back when zero).
+    pub interval: Duration,
+    /// Move only a worker that ran user code since this migrator last
+    /// looked at it (its heartbeat moved on). A waiting worker is only
+    /// requeued by a move, which stops nothing; with more workers than
+    /// CPUs about half of all workers wait at any time.
+    pub running_only: bool,
+}
+
+/// The thread body of one migrator: rounds of one move per worker of
+/// `served` (indices into `workers`) until `stop`.
+pub fn run(
+    plan: Plan,
+    workers: Vec<Arc<WorkerShared>>,
+    served: Vec<usize>,
+    moves: Moves,
+    stop: Arc<AtomicBool>,
+) {
+    run_on(&Real, plan, workers, served, moves, stop)
 }
 
 /// `run` on any kernel.
@@ -82,21 +115,30 @@ pub fn run_on<K: Kernel>(
     kernel: &K,
     mut plan: Plan,
     workers: Vec<Arc<WorkerShared>>,
-    interval: Duration,
+    served: Vec<usize>,
+    moves: Moves,
     stop: Arc<AtomicBool>,
 ) {
     if plan.mode == MigrateMode::None {
         return;
     }
+    // Heartbeats as this migrator last saw them.
+    let mut seen: Vec<u64> = vec![0; workers.len()];
     while !stop.load(Ordering::Relaxed) {
         let mut attempted = 0;
-        for (w, shared) in workers.iter().enumerate() {
+        let mut waiting = 0;
+        for &w in &served {
+            let shared = &workers[w];
             // A worker that has not spun yet is parked at the start barrier
             // with its event disabled: moving it exercises nothing and would
             // count moves the kernel's own count (taken after the barrier)
             // never sees.
-            if shared.stop.load(Ordering::Relaxed) || shared.heartbeat.load(Ordering::Relaxed) == 0
-            {
+            let heartbeat = shared.heartbeat.load(Ordering::Relaxed);
+            if shared.stop.load(Ordering::Relaxed) || heartbeat == 0 {
+                continue;
+            }
+            if moves.running_only && std::mem::replace(&mut seen[w], heartbeat) == heartbeat {
+                waiting += 1;
                 continue;
             }
             let Some(cpu) = plan.next_cpu(w) else {
@@ -104,25 +146,38 @@ pub fn run_on<K: Kernel>(
             };
             attempted += 1;
             shared.moves_requested.fetch_add(1, Ordering::Relaxed);
+            let asked = kernel.now_ns();
             match kernel.move_thread(shared.tid.load(Ordering::Relaxed), cpu) {
                 Ok(()) => {
-                    shared.moves.push([kernel.now_ns(), cpu as u64]);
+                    shared.moves.push([asked, kernel.now_ns(), cpu as u64]);
                 }
                 Err(_) => {
                     shared.moves_failed.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
-        if attempted == 0 {
+        if attempted == 0 && waiting == 0 {
             // Nobody to move yet (workers at the start barrier) or any more:
             // spinning here would steal a CPU from the workers, which on a
             // 2-vCPU guest is half the machine.
             kernel.sleep(IDLE_POLL, &stop);
+        } else if attempted == 0 {
+            // Every worker waited since the last look: let them run.
+            kernel.sleep(WAIT_POLL, &stop);
         } else {
             // Back to back when zero.
-            kernel.sleep(interval, &stop);
+            kernel.sleep(moves.interval, &stop);
         }
     }
+}
+
+/// Which workers each of `migrators` migrators serves: worker w goes to
+/// migrator w mod `migrators`, so each serves workers spread over the CPUs.
+pub fn share(workers: usize, migrators: usize) -> Vec<Vec<usize>> {
+    let migrators = migrators.clamp(1, workers.max(1));
+    (0..migrators)
+        .map(|m| (m..workers).step_by(migrators).collect())
+        .collect()
 }
 
 #[cfg(test)]
@@ -200,7 +255,11 @@ mod tests {
             })
         };
         let plan = Plan::new(MigrateMode::PingPong, &cpus[..2], 2, 1);
-        run(plan, workers.clone(), Duration::ZERO, stop);
+        let moves = Moves {
+            interval: Duration::ZERO,
+            running_only: false,
+        };
+        run(plan, workers.clone(), vec![0, 1], moves, stop);
         stopper.join().unwrap();
         release.wait();
         for t in threads {
@@ -210,6 +269,77 @@ mod tests {
         assert_eq!(workers[0].moves_failed.load(Ordering::Relaxed), 0);
         assert_eq!(workers[1].moves_requested.load(Ordering::Relaxed), 0);
         assert_eq!(workers[1].moves.pop(), None);
+    }
+
+    #[test]
+    fn running_only_skips_a_worker_that_did_not_run() {
+        let cpus = kernel::allowed_cpus().unwrap();
+        if cpus.len() < 2 {
+            eprintln!("skipped: moving threads needs 2 CPUs");
+            return;
+        }
+        // Worker 0 spins (its heartbeat moves on), worker 1 is parked with
+        // a heartbeat that never changes: a thread that waits.
+        let release = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let workers: Vec<Arc<WorkerShared>> =
+            (0..2).map(|i| Arc::new(WorkerShared::new(i))).collect();
+        let threads: Vec<_> = (0..2)
+            .map(|i| {
+                let (tx, release, me) = (tx.clone(), Arc::clone(&release), Arc::clone(&workers[i]));
+                std::thread::spawn(move || {
+                    tx.send((i, kernel::gettid())).unwrap();
+                    me.heartbeat.store(1, Ordering::Relaxed);
+                    while !release.load(Ordering::Relaxed) {
+                        if i == 0 {
+                            me.heartbeat.fetch_add(1, Ordering::Relaxed);
+                        }
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..2 {
+            let (i, tid) = rx.recv().unwrap();
+            workers[i].tid.store(tid, Ordering::Relaxed);
+        }
+        while workers
+            .iter()
+            .any(|w| w.heartbeat.load(Ordering::Relaxed) == 0)
+        {
+            std::thread::yield_now();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopper = {
+            let (w0, stop) = (Arc::clone(&workers[0]), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while w0.moves_requested.load(Ordering::Relaxed) < 10 {
+                    std::thread::yield_now();
+                }
+                stop.store(true, Ordering::Relaxed);
+            })
+        };
+        let plan = Plan::new(MigrateMode::PingPong, &cpus[..2], 2, 1);
+        let moves = Moves {
+            interval: Duration::ZERO,
+            running_only: true,
+        };
+        run(plan, workers.clone(), vec![0, 1], moves, stop);
+        stopper.join().unwrap();
+        release.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(workers[0].moves_requested.load(Ordering::Relaxed) >= 10);
+        // Its one heartbeat since the migrator's first look, never again.
+        assert_eq!(workers[1].moves_requested.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn migrators_share_the_workers_once_each() {
+        assert_eq!(share(5, 2), vec![vec![0, 2, 4], vec![1, 3]]);
+        assert_eq!(share(2, 4), vec![vec![0], vec![1]]);
+        assert_eq!(share(3, 0), vec![vec![0, 1, 2]]);
     }
 
     #[test]

@@ -54,8 +54,9 @@ pub struct WorkerShared {
     /// Loop iterations: proof the thread still runs user code.
     pub heartbeat: AtomicU64,
     pub stop: AtomicBool,
-    /// The migrator's successful moves: (CLOCK_MONOTONIC ns, target CPU).
-    pub moves: Ring<2>,
+    /// The migrator's successful moves: (CLOCK_MONOTONIC ns when asked,
+    /// ns when done, target CPU).
+    pub moves: Ring<3>,
     pub moves_requested: AtomicU64,
     pub moves_failed: AtomicU64,
 }

@@ -18,6 +18,8 @@ pub struct Group {
     pub runs: usize,
     pub overflows: u64,
     pub dropped: u64,
+    /// Witnessed stops, where every run counted them.
+    pub stops: Option<u64>,
     pub injected: bool,
 }
 
@@ -34,6 +36,10 @@ impl Group {
             runs: runs.len(),
             overflows: sum("overflows", LoadedRun::overflows)?,
             dropped: sum("dropped interrupts", LoadedRun::dropped)?,
+            stops: runs
+                .iter()
+                .map(LoadedRun::stops)
+                .try_fold(0u64, |sum, s| sum.checked_add(s?)),
             injected: runs.iter().any(|r| r.run.is_self_test()),
             label,
         })
@@ -82,6 +88,31 @@ pub fn compare(a: &Group, b: &Group) -> String {
         }
         None => {
             let _ = writeln!(s, "no test: a side has no overflows");
+        }
+    }
+    // The loss happens at stops: the same comparison per stop, where both
+    // sides counted them (a side that stopped its threads more often
+    // would lose more per overflow on the same kernel).
+    if let (Some(sa), Some(sb)) = (a.stops, b.stops) {
+        let _ = writeln!(
+            s,
+            "{:<10} {:>12} {:>8} {:>11} {:>20}",
+            "per stop", "stops", "dropped", "per million", "95% CI"
+        );
+        for (name, g, stops) in [("A", a, sa), ("B", b, sb)] {
+            let (pm, ci) = rate_cells(stops, g.dropped);
+            let _ = writeln!(
+                s,
+                "{name:<10} {stops:>12} {:>8} {pm:>11} {ci:>20}",
+                g.dropped
+            );
+        }
+        if let Some(p) = rates_differ_p(a.dropped, sa, b.dropped, sb) {
+            wrap_into(
+                &mut s,
+                &format!("per stop, exact conditional binomial test, two-sided: p = {p:.3e}"),
+                "",
+            );
         }
     }
     if a.injected || b.injected {

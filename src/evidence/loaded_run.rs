@@ -111,6 +111,15 @@ impl LoadedRun {
             .map_or(0, |t| t.dropped_interrupts)
     }
 
+    /// Stops the kernel witnessed; None for a run recorded before they
+    /// were counted.
+    pub fn stops(&self) -> Option<u64> {
+        self.run
+            .totals()
+            .and_then(|t| t.stress.as_ref())
+            .map(|s| s.stops)
+    }
+
     pub fn verdict(&self) -> &'static str {
         crate::evidence::runfile::verdict_name(self.run.verdict())
     }

@@ -32,6 +32,7 @@ use plotters::prelude::*;
 
 use crate::evidence::loaded_run::LoadedRun;
 use crate::evidence::report;
+use crate::judge::stress::POSITION_BINS;
 
 /// Image width in pixels.
 pub const WIDTH: u32 = 1400;
@@ -115,6 +116,9 @@ pub struct RunPlot {
     /// Anomaly rows that could not be placed (no time or delta).
     pub unplaced: usize,
     pub elapsed_s: f64,
+    /// Witnessed stops by their count past the last due point, in
+    /// twentieths of the period (None: the run did not count them).
+    pub stop_positions: Option<[u64; POSITION_BINS]>,
 }
 
 impl RunPlot {
@@ -167,6 +171,11 @@ impl RunPlot {
             migrations,
             unplaced,
             elapsed_s: r.run.elapsed_ns().unwrap_or(0) as f64 / 1e9,
+            stop_positions: r
+                .run
+                .totals()
+                .and_then(|t| t.stress.as_ref())
+                .map(|s| s.stop_positions),
         }
     }
 }
@@ -353,9 +362,71 @@ fn draw_row<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot) -> R
     }
     head.draw_text(&p.subtitle, &(FONT, 14).into_font().color(&GREY), (16, 59))
         .map_err(drawing)?;
-    let (left, right) = body.split_horizontally(WIDTH * 9 / 20);
+    let (left, rest) = body.split_horizontally(WIDTH * 2 / 5);
+    let (middle, right) = rest.split_horizontally(WIDTH / 5);
     draw_histogram(&left, p)?;
+    draw_stop_positions(&middle, p)?;
     draw_timeline(&right, p)
+}
+
+/// Where in the period the witnessed stops fell: a stress that finds the
+/// bug stops threads just past due points as often as anywhere else.
+fn draw_stop_positions<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    p: &RunPlot,
+) -> Result<()> {
+    let Some(bins) = p.stop_positions.filter(|b| b.iter().any(|&n| n > 0)) else {
+        return no_data(area, "no stop position");
+    };
+    let total: u64 = bins.iter().sum();
+    let even = total as f64 / POSITION_BINS as f64;
+    let top = bins.iter().copied().max().unwrap_or(0) as f64;
+    let y_top = top.max(even) * 1.25 / (1.0 - legend_share(2));
+    let width = 1.0 / POSITION_BINS as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("stops in the period: {total}"), (FONT, 18))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..1.0, 0.0..y_top)
+        .map_err(drawing)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(5)
+        .x_label_formatter(&|x| format!("{x:.1}"))
+        .x_desc("count past the last due point / period")
+        .y_desc("stops")
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 14))
+        .draw()
+        .map_err(drawing)?;
+    chart
+        .draw_series(bins.iter().enumerate().map(|(i, &n)| {
+            let x = i as f64 * width;
+            Rectangle::new([(x, 0.0), (x + width * 0.9, n as f64)], BAR.filled())
+        }))
+        .map_err(drawing)?
+        .label("stops in the bin")
+        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], BAR.filled()));
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(0.0, even), (1.0, even)],
+            GREY.stroke_width(2),
+        )))
+        .map_err(drawing)?
+        .label("an even spread")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], GREY.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(GREY)
+        .draw()
+        .map_err(drawing)?;
+    Ok(())
 }
 
 fn no_data<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, what: &str) -> Result<()> {

@@ -27,10 +27,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED};
-use crate::evidence::results::{coincidences, stream_reasons};
+use crate::evidence::results::{coincidences, stream_reasons, stress_reasons};
 use crate::judge::stream::{HEADER, Row};
 use crate::judge::{
-    Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, WorkerJudge,
+    Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals, WorkerJudge,
 };
 
 /// Reads a stream, gzip (one or more members) or plain CSV, and hands each
@@ -86,6 +86,9 @@ pub struct Replayed {
     pub workers: BTreeMap<usize, (InterruptTotals, DeliveryTotals)>,
     pub interrupts: InterruptTotals,
     pub deliveries: DeliveryTotals,
+    /// Stops, moves and stop positions, per worker and in total.
+    pub worker_stress: BTreeMap<usize, StressTotals>,
+    pub stress: StressTotals,
     pub expected_coincidences: f64,
     /// Why the stream itself makes the run inconclusive.
     pub inconclusive_because: Vec<String>,
@@ -128,13 +131,23 @@ impl Replay {
         let mut interrupts = InterruptTotals::default();
         let mut deliveries = DeliveryTotals::default();
         let mut workers = BTreeMap::new();
+        let mut stress = StressTotals::default();
+        let mut worker_stress = BTreeMap::new();
         for (w, j) in judges {
             interrupts.add(j.interrupts());
             deliveries.add(j.deliveries());
             workers.insert(w, (j.interrupts().clone(), j.deliveries().clone()));
+            let s = j.verdict().stress;
+            stress.add(&s);
+            worker_stress.insert(w, s);
         }
         let expected = coincidences(&interrupts, cfg.interrupt_skid, cfg.period);
-        let reasons = stream_reasons(&interrupts, &deliveries, expected, cfg.software);
+        let mut reasons = stream_reasons(&interrupts, &deliveries, expected, cfg.software);
+        reasons.extend(stress_reasons(
+            &stress,
+            interrupts.dropped,
+            cfg.stops_needed,
+        ));
         let (verdict, exit_status) = if interrupts.dropped > 0 {
             ("dropped", EXIT_DROPPED)
         } else if !reasons.is_empty() {
@@ -146,6 +159,8 @@ impl Replay {
             workers,
             interrupts,
             deliveries,
+            worker_stress,
+            stress,
             expected_coincidences: expected,
             inconclusive_because: reasons,
             verdict,
@@ -201,7 +216,24 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
             &replayed.deliveries,
             &mut differences,
         );
+        // Runs recorded before stops were counted have no stress to check.
+        if let Some(stress) = &t.stress {
+            compare("totals.stress", stress, &replayed.stress, &mut differences);
+        }
         for w in &recorded.workers {
+            if let Some(stress) = &w.counts.stress {
+                let mine = replayed
+                    .worker_stress
+                    .get(&w.worker)
+                    .cloned()
+                    .unwrap_or_default();
+                compare(
+                    &format!("workers[{}].stress", w.worker),
+                    stress,
+                    &mine,
+                    &mut differences,
+                );
+            }
             let n = w.worker;
             let mine = replayed.workers.get(&n);
             let empty = (InterruptTotals::default(), DeliveryTotals::default());
@@ -225,12 +257,20 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     // run.json's reasons that the stream does not give: those the run's own
     // totals would not produce either.
     let stream_words: Vec<String> = match run.totals() {
-        Some(t) => stream_reasons(
-            &t.interrupts,
-            &t.deliveries,
-            t.expected_coincidences,
-            cfg.software,
-        ),
+        Some(t) => {
+            let mut words = stream_reasons(
+                &t.interrupts,
+                &t.deliveries,
+                t.expected_coincidences,
+                cfg.software,
+            );
+            words.extend(stress_reasons(
+                &t.stress.clone().unwrap_or_default(),
+                t.interrupts.dropped,
+                cfg.stops_needed,
+            ));
+            words
+        }
         None => Vec::new(),
     };
     let other: Vec<String> = run

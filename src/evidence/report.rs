@@ -283,6 +283,25 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                 "{overflows:>12} {dropped:>9} {pm:>12} {ci:>22} {secs:>7.1}",
             );
         }
+        if let Some(x) = r.run.results().and_then(|x| x.stress.as_ref())
+            && let Some(t) = r.run.totals().and_then(|t| t.stress.as_ref())
+        {
+            wrap_into(&mut s, &format!("stress: {}", x.describe(t)), "");
+            if r.dropped() == 0 {
+                wrap_into(
+                    &mut s,
+                    &format!("sensitivity: no drop in {}", x.sensitivity_words()),
+                    "",
+                );
+            } else {
+                let (pm, ci) = rate_cells(t.stops, r.dropped());
+                wrap_into(
+                    &mut s,
+                    &format!("dropped per million stops: {pm} (95% CI {ci})"),
+                    "",
+                );
+            }
+        }
         if let Some(t) = r.run.totals().as_ref().filter(|t| !t.anomalies.is_empty()) {
             let list: Vec<String> = t
                 .anomalies

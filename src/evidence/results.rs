@@ -24,6 +24,7 @@ it): the schema can be read without knowing how a run is made.
 */
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -32,13 +33,9 @@ use crate::config::RunConfig;
 use crate::domain::{CONFIDENCE, EXIT_CANNOT_TEST, StopReason, SwitchWitness};
 use crate::fingerprint::{Fingerprint, PseudoNmi};
 use crate::judge::stats::Rate;
-use crate::judge::{Anomaly, DeliveryTotals, InterruptTotals};
+use crate::judge::{Anomaly, DeliveryTotals, InterruptTotals, Sensitivity, StressTotals};
 
-/// A run that saw no dropped interrupt is only "clean" if its overflows
-/// bound the dropped rate below this (one-sided, at `CONFIDENCE`): zero
-/// drops in fewer than 299 overflows say nothing, and the run is 125 "not
-/// enough overflows" (in every mode, and in a replay of its stream).
-pub const MIN_EVIDENCE_RATE: f64 = 0.01;
+pub use crate::domain::MIN_EVIDENCE_RATE;
 
 /// At most this many anomalies are kept in run.json (all are counted, and
 /// anomalies.csv has every one).
@@ -166,6 +163,10 @@ pub struct Counts {
     /// Dropped interrupts per million overflows (accounted), with a 95%
     /// Clopper-Pearson interval.
     pub dropped_rate: Option<Rate>,
+    /// Stops the kernel witnessed, the moves that made them, and where in
+    /// the period they fell (runs recorded before did not count them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stress: Option<StressTotals>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -412,8 +413,105 @@ pub struct RunResults {
     /// line): what they hold is true but not everything.
     #[serde(default)]
     pub partial_files: Vec<String>,
+    /// How hard the run pressed on the window where overflows are lost,
+    /// and what its clean verdict may claim (runs recorded before did not
+    /// measure it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stress: Option<StressSummary>,
     pub verdict: Verdict,
     pub exit_status: i32,
+}
+
+/// A run's stress per second and the sensitivity it bought.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StressSummary {
+    /// Witnessed stops of the counting threads per second, all workers.
+    pub stops_per_second: f64,
+    /// The same per CPU of the run's CPU set.
+    pub stops_per_cpu_per_second: f64,
+    /// Moves the migrators made per second, and the share of them that
+    /// stopped a running worker (None: no timed move).
+    pub moves_per_second: f64,
+    pub moves_that_stopped_fraction: Option<f64>,
+    /// What zero drops in these stops rule out.
+    pub sensitivity: Sensitivity,
+}
+
+impl StressSummary {
+    pub fn new(
+        stress: &StressTotals,
+        dropped: u64,
+        period: u64,
+        cpus: usize,
+        elapsed_ns: u64,
+    ) -> StressSummary {
+        let seconds = (elapsed_ns as f64 / 1e9).max(1e-9);
+        let timed = stress.moves - stress.moves_untimed;
+        StressSummary {
+            stops_per_second: stress.stops as f64 / seconds,
+            stops_per_cpu_per_second: stress.stops as f64 / seconds / cpus.max(1) as f64,
+            moves_per_second: stress.moves as f64 / seconds,
+            moves_that_stopped_fraction: (timed > 0)
+                .then(|| stress.moves_that_stopped as f64 / timed as f64),
+            sensitivity: Sensitivity::new(stress, dropped, period, CONFIDENCE),
+        }
+    }
+}
+
+impl StressSummary {
+    /// "N stops witnessed (X/s, Y per CPU per s); M moves ...": how hard
+    /// the run pressed, for the summary and the report.
+    pub fn describe(&self, t: &StressTotals) -> String {
+        let mut s = format!(
+            "{} stops witnessed ({:.0}/s, {:.0} per CPU per s); {} moves ({:.0}/s)",
+            t.stops,
+            self.stops_per_second,
+            self.stops_per_cpu_per_second,
+            t.moves,
+            self.moves_per_second
+        );
+        if let Some(f) = self.moves_that_stopped_fraction {
+            let _ = write!(s, ", {:.0}% of them stopped a running worker", f * 100.0);
+        }
+        if let Some(d) = self.sensitivity.near_due_density {
+            let _ = write!(s, "; stops just past a due point: {d:.2}x an even spread");
+        }
+        s
+    }
+
+    /// "N stops; a driver losing ...": what zero drops in these stops rule
+    /// out (the clean verdict's sentence).
+    pub fn sensitivity_words(&self) -> String {
+        let x = &self.sensitivity;
+        let mut s = format!("{} stops", x.stops);
+        if let (Some(w), Some(f)) = (x.window_events, x.window_fraction) {
+            let _ = write!(
+                s,
+                "; a driver losing every overflow due within {w:.0} events ({:.2}% of the period) before a stop would have lost one here with 99% probability",
+                f * 100.0
+            );
+        }
+        if let Some(hi) = x.per_stop.ci_high_per_million {
+            let _ = write!(s, "; dropped per stop below {:.3}% (95%)", hi / 1e4);
+        }
+        s
+    }
+}
+
+/// Why the run's stress leaves it inconclusive (the same words for a run
+/// and for its replay): without a drop, a clean verdict needs
+/// `stops_needed` witnessed stops, as it needs `overflows_needed()`
+/// overflows: zero drops in fewer bound nothing, as the loss happens at
+/// stops.
+pub fn stress_reasons(stress: &StressTotals, dropped: u64, stops_needed: u64) -> Vec<String> {
+    if dropped > 0 || stress.stops >= stops_needed {
+        return Vec::new();
+    }
+    vec![format!(
+        "not enough stops: {} witnessed, {stops_needed} needed to bound the dropped rate per stop below {MIN_EVIDENCE_RATE} at {:.0}% confidence; overflows are lost where the kernel stops a counting thread, so move the workers more (the default --migrate and --migrators), run longer, or witness stops (--switch-witness counts or times)",
+        stress.stops,
+        CONFIDENCE * 100.0
+    )]
 }
 
 /// Interrupts a period or more late that land within the interrupt skid of

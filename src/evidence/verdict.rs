@@ -18,8 +18,8 @@ use crate::domain::{
 };
 use crate::engine::run::{RunRecord, WorkerRecord};
 use crate::evidence::results::{
-    AnomalyRecord, Counts, DeltaStats, LatencyStats, RunResults, ToolInfo, Verdict, WorkerResult,
-    coincidences, plural, stream_reasons,
+    AnomalyRecord, Counts, DeltaStats, LatencyStats, RunResults, StressSummary, ToolInfo, Verdict,
+    WorkerResult, coincidences, plural, stream_reasons, stress_reasons,
 };
 use crate::fingerprint::Fingerprint;
 use crate::judge::stats::Rate;
@@ -69,6 +69,7 @@ fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
         deltas: DeltaStats::of(&w.histogram),
         interrupt_latency: LatencyStats::of(&w.latency, period),
         dropped_rate: Some(Rate::new(i.dropped, i.overflows, CONFIDENCE)),
+        stress: Some(v.stress.clone()),
     }
 }
 
@@ -105,6 +106,12 @@ fn add(total: &mut Counts, c: &Counts) {
     total.signal_ring_overflows += c.signal_ring_overflows;
     total.garbled_kernel_bytes += c.garbled_kernel_bytes;
     total.reordered_observations += c.reordered_observations;
+    if let Some(stress) = &c.stress {
+        total
+            .stress
+            .get_or_insert_with(Default::default)
+            .add(stress);
+    }
 }
 
 impl RunResults {
@@ -264,6 +271,13 @@ impl RunResults {
             totals.expected_coincidences,
             cfg.event.software,
         ));
+        let judge = cfg.judge_config();
+        let stress = totals.stress.clone().unwrap_or_default();
+        inconclusive.extend(stress_reasons(
+            &stress,
+            totals.dropped_interrupts,
+            judge.stops_needed,
+        ));
         let ours = [
             (
                 totals.signal_ring_overflows,
@@ -317,6 +331,22 @@ impl RunResults {
                 totals.accounted_overflows, b.overflows_needed
             ));
         }
+        if let Some(b) = &cfg.bisect
+            && totals.dropped_interrupts == 0
+            && stress.stops < b.stops_needed
+        {
+            inconclusive.push(format!(
+                "bisect: only {} of the {} stops needed were witnessed, too few to call this kernel good",
+                stress.stops, b.stops_needed
+            ));
+        }
+        let stress = StressSummary::new(
+            &stress,
+            totals.dropped_interrupts,
+            cfg.period,
+            cfg.cpus.len(),
+            record.elapsed_ns,
+        );
         let (verdict, exit_status) = match record.stop_reason {
             StopReason::Signal(sig) => (Verdict::Interrupted, 128 + sig),
             _ if totals.dropped_interrupts > 0 => (Verdict::Dropped, EXIT_DROPPED),
@@ -328,7 +358,7 @@ impl RunResults {
             tool: ToolInfo::this(),
             argv,
             config: cfg.clone(),
-            judge: Some(cfg.judge_config()),
+            judge: Some(judge),
             pseudo_nmi: fingerprint.pseudo_nmi().clone(),
             fingerprint: serde_json::to_value(fingerprint).unwrap_or(serde_json::Value::Null),
             elapsed_ns: record.elapsed_ns,
@@ -344,6 +374,7 @@ impl RunResults {
             warnings,
             inconclusive_because: inconclusive,
             partial_files: Vec::new(),
+            stress: Some(stress),
             verdict,
             exit_status,
         }

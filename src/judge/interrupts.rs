@@ -321,6 +321,18 @@ impl InterruptJudge {
         out.append(&mut self.events);
     }
 
+    /// Where the next overflow is due, when every explanation of the
+    /// records so far puts it at one count (a software clock has no grid:
+    /// a period past its last sample). Only for measuring where stops fall
+    /// (`stress`), never for a verdict.
+    pub fn due_point(&self) -> Option<u64> {
+        if self.cfg.software {
+            return self.prev_count.map(|c| c.saturating_add(self.cfg.period));
+        }
+        let first = self.hyps.first()?.due;
+        (first.lo == first.hi && self.hyps.iter().all(|h| h.due == first)).then_some(first.lo)
+    }
+
     /// Overflows accounted for so far (settled ones only).
     pub fn overflows(&self) -> u64 {
         self.totals.overflows

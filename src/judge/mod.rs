@@ -20,6 +20,8 @@ as a filter before judgement, and turns what they found into anomalies
 first. `model` is a driver model that generates streams with their ground
 truth, for the property tests. `stats` turns counts into rates with exact
 intervals, and says how many overflows without a drop bound a rate.
+`stress` counts the stops the kernel witnessed, the moves that made them and
+where in the period they fell: what a clean verdict survived.
 */
 
 pub mod deliveries;
@@ -28,6 +30,7 @@ pub mod kinds;
 pub mod model;
 pub mod stats;
 pub mod stream;
+pub mod stress;
 pub mod worker;
 pub mod wrap;
 
@@ -39,6 +42,7 @@ pub use deliveries::{ClosedWindow, DeliveryTotals};
 pub use interrupts::InterruptTotals;
 pub use kinds::AnomalyKind;
 pub use stream::{Delivery, Observation, Row};
+pub use stress::{Sensitivity, StressTotals};
 pub use worker::{Anomaly, WorkerJudge, WorkerVerdict};
 
 /// User-mode events our handler runs between its read and the DISABLE that
@@ -77,6 +81,11 @@ pub struct JudgeConfig {
     pub inject_drop_every: u64,
     /// Reset mode: see `HANDLER_SLACK`.
     pub handler_slack: u64,
+    /// Witnessed stops without a drop that a clean verdict needs (0 in
+    /// runs recorded before stops were counted: their verdict did not ask
+    /// for any, and their replay does not either).
+    #[serde(default)]
+    pub stops_needed: u64,
     /// Reset mode: the handler re-arms rr's way (DISABLE, RESET, PERIOD,
     /// ENABLE), so nothing counts between the reset and the restart and
     /// the next due point is exactly a period after the reset. Runs
@@ -99,6 +108,7 @@ impl JudgeConfig {
             irq_masked_at_stops: false,
             inject_drop_every: 0,
             handler_slack: HANDLER_SLACK,
+            stops_needed: 0,
             restart_at_reset: true,
         }
     }

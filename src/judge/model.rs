@@ -947,6 +947,7 @@ impl Sim<'_> {
             self.emit(Observation::Move {
                 time_ns: t,
                 cpu: self.cpu,
+                requested_ns: None,
             });
         }
         // The witness's record.

@@ -92,10 +92,16 @@ pub enum Observation {
         cpu: u32,
         count: u64,
     },
-    /// The migrator moved the worker to `cpu`.
+    /// The migrator moved the worker to `cpu`: `time_ns` when the
+    /// sched_setaffinity call returned, `requested_ns` when it was made
+    /// (None in runs recorded before). The kernel stops a running thread
+    /// inside that call, so a stop witnessed between the two is the move's:
+    /// a move with none moved a thread that was not running, which stops
+    /// nothing.
     Move {
         time_ns: u64,
         cpu: u32,
+        requested_ns: Option<u64>,
     },
     /// The count after the final DISABLE, if it could be read.
     Final {
@@ -209,7 +215,13 @@ impl fmt::Display for Row {
             Observation::Reset { time_ns, count } => {
                 write!(f, "{w},reset,{time_ns},,{},", opt(count))
             }
-            Observation::Move { time_ns, cpu } => write!(f, "{w},move,{time_ns},,{cpu},"),
+            // The last column, a signal's si_code, holds when a move was
+            // requested.
+            Observation::Move {
+                time_ns,
+                cpu,
+                requested_ns,
+            } => write!(f, "{w},move,{time_ns},,{cpu},{}", opt(requested_ns)),
             Observation::Final { time_ns, count } => {
                 write!(f, "{w},final,{time_ns},,{},", opt(count))
             }
@@ -307,6 +319,7 @@ impl FromStr for Row {
             "move" => Observation::Move {
                 time_ns,
                 cpu: cpu32(value)?,
+                requested_ns: opt("requested_ns", si_code)?,
             },
             "final" => Observation::Final {
                 time_ns,
@@ -399,6 +412,12 @@ mod tests {
             Observation::Move {
                 time_ns: 12,
                 cpu: 1,
+                requested_ns: Some(11),
+            },
+            Observation::Move {
+                time_ns: 12,
+                cpu: 1,
+                requested_ns: None,
             },
             Observation::Final {
                 time_ns: 13,
@@ -430,6 +449,7 @@ mod tests {
             ("0,sample,1,0,,", "value \"\""),
             ("0,signal,1,0,5,z", "si_code"),
             ("0,move,1,,99999999999,", "cpu"),
+            ("0,move,9,,1,x", "requested_ns \"x\""),
         ] {
             let e = line.parse::<Row>().unwrap_err().to_string();
             assert!(e.contains(want), "{line}: {e}");

@@ -20,6 +20,7 @@ use super::deliveries::{DeliveryEvent, DeliveryEventKind, DeliveryJudge, Deliver
 use super::interrupts::{InterruptEvent, InterruptEventKind, InterruptJudge, InterruptTotals};
 use super::kinds::AnomalyKind;
 use super::stream::{Delivery, Observation};
+use super::stress::StressTotals;
 use super::wrap::Unwrap;
 use super::{ClosedWindow, JudgeConfig};
 use crate::domain::RearmMode;
@@ -68,6 +69,8 @@ pub struct WorkerVerdict {
     pub cpu_changes: u64,
     /// Moves the migrator reported.
     pub moves: u64,
+    /// Stops, the moves that made them, and where in the period they fell.
+    pub stress: StressTotals,
     /// The count the final read gave, count wraps taken out.
     pub final_count: Option<u64>,
 }
@@ -84,6 +87,8 @@ pub struct WorkerJudge {
     /// Reset mode: the last read, where the handler's PERIOD stops the event.
     last_read: u64,
     last_move: Option<u64>,
+    /// Time of the last stop the witness recorded.
+    last_stop_ns: Option<u64>,
     /// CPU of the last kernel record or signal.
     cpu: Option<u32>,
     prev_signal_cpu: Option<u32>,
@@ -110,6 +115,7 @@ impl WorkerJudge {
             samples_seen: 0,
             last_read: 0,
             last_move: None,
+            last_stop_ns: None,
             cpu: None,
             prev_signal_cpu: None,
             signal_seq: 0,
@@ -183,7 +189,12 @@ impl WorkerJudge {
                 time_ns,
                 cpu,
                 count,
-            } => self.interrupts.stop(time_ns, cpu, count),
+            } => {
+                let due = self.interrupts.due_point();
+                self.verdict.stress.stop(count, due, self.cfg.period);
+                self.last_stop_ns = Some(time_ns);
+                self.interrupts.stop(time_ns, cpu, count);
+            }
             // Every stop before it was at or below its count.
             Observation::Resume { count, .. } => self.interrupts.count_read(count),
             Observation::Throttle { time_ns, witness } => {
@@ -230,9 +241,23 @@ impl WorkerJudge {
                 }
             }
             Observation::Wakeup { .. } => self.deliveries.wakeup(),
-            Observation::Move { time_ns, .. } => {
+            Observation::Move {
+                time_ns,
+                requested_ns,
+                ..
+            } => {
                 self.last_move = Some(time_ns);
                 self.verdict.moves += 1;
+                let stress = &mut self.verdict.stress;
+                stress.moves += 1;
+                match requested_ns {
+                    // The kernel stops a running thread inside the request.
+                    Some(asked) if self.last_stop_ns.is_some_and(|t| t >= asked) => {
+                        stress.moves_that_stopped += 1;
+                    }
+                    Some(_) => {}
+                    None => stress.moves_untimed += 1,
+                }
             }
             Observation::Final { time_ns, count } => {
                 self.verdict.final_count = count;
@@ -406,5 +431,63 @@ impl WorkerJudge {
             missed: u64::from(kind == AnomalyKind::CoalescedSignal),
             ..self.base(kind, e.time_ns, cpu)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(judge: &mut WorkerJudge, stream: &[Observation]) {
+        let (mut windows, mut anomalies) = (Vec::new(), Vec::new());
+        for o in stream {
+            judge.observe(o, &mut windows, &mut anomalies);
+        }
+    }
+
+    #[test]
+    fn a_move_stopped_its_worker_when_a_stop_was_witnessed_inside_the_request() {
+        let period = 100_000;
+        let mut judge = WorkerJudge::new(0, JudgeConfig::new(period, 1_000, 0, RearmMode::Free));
+        let stop = |time_ns, count| Observation::Stop {
+            time_ns,
+            cpu: 0,
+            count: Some(count),
+        };
+        let mv = |asked, time_ns| Observation::Move {
+            time_ns,
+            cpu: 1,
+            requested_ns: asked,
+        };
+        feed(
+            &mut judge,
+            &[
+                // Stopped inside the request (10..20): the move stopped it.
+                stop(15, 30_000),
+                mv(Some(10), 20),
+                // No stop inside 30..40 (the last was at 15): a waiting
+                // thread, requeued.
+                mv(Some(30), 40),
+                // A stop after the move returned is not the move's.
+                mv(Some(50), 60),
+                stop(70, 60_000),
+                // A move recorded without its request time.
+                mv(None, 80),
+                Observation::Final {
+                    time_ns: 90,
+                    count: Some(95_000),
+                },
+            ],
+        );
+        let s = judge.verdict().stress;
+        assert_eq!(
+            (s.stops, s.moves, s.moves_that_stopped, s.moves_untimed),
+            (2, 4, 1, 1)
+        );
+        // Due at 100,000: 30,000 and 60,000 past the last due point (0).
+        let mut positions = [0; crate::judge::stress::POSITION_BINS];
+        positions[6] = 1;
+        positions[12] = 1;
+        assert_eq!(s.stop_positions, positions);
     }
 }

@@ -70,6 +70,8 @@ pub struct Progress {
     pub moves: u64,
     /// Overflows the judged windows account for, all workers.
     pub overflows: u64,
+    /// Stops of the counting events the kernel witnessed, all workers.
+    pub stops: u64,
 }
 
 /// One worker's raw outcome.
@@ -192,6 +194,7 @@ impl<K: Kernel> RunningWorker<K> {
         let after = self.judge.progress();
         progress.overflows += after.0 - before.0;
         progress.dropped += after.1 - before.1;
+        progress.stops += u64::from(matches!(obs, Observation::Stop { .. }));
         for w in self.windows.drain(..) {
             observer.window(&w);
         }
@@ -253,12 +256,9 @@ pub fn run_on<K: Kernel>(
         sample_records: true,
         context_switch: false,
     };
-    let witness = match cfg.switch_witness {
-        // A software clock's judge needs no stops, and a witness sampling
-        // every switch could get its group throttled.
-        SwitchWitness::Auto if cfg.event.software => SwitchWitness::None,
-        w => w,
-    };
+    // A software clock's judge needs no stops, but its stress is measured
+    // in stops like a PMU's: `auto` witnesses them for every event.
+    let witness = cfg.switch_witness;
     let judge_cfg = cfg.judge_config();
     let rate_before = kernel.max_sample_rate();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -339,17 +339,32 @@ pub fn run_on<K: Kernel>(
     }
 
     let migrator_stop = Arc::new(AtomicBool::new(false));
-    let migrator = {
+    let moves = migrator::Moves {
+        interval: Duration::from_nanos(cfg.migrate_interval_ns),
+        running_only: cfg.move_running_only,
+    };
+    let mut migrators = Vec::with_capacity(cfg.migrators);
+    for (m, served) in migrator::share(cfg.workers, cfg.migrators)
+        .into_iter()
+        .enumerate()
+    {
         let workers = handles.clone();
         let stop = Arc::clone(&migrator_stop);
-        let interval = Duration::from_nanos(cfg.migrate_interval_ns);
+        let plan = plan.for_migrator(cfg.migrate_seed, m);
         let k = kernel.clone();
-        kernel
-            .spawn("migrator".into(), move || {
-                migrator::run_on(&k, plan, workers, interval, stop)
-            })
-            .context("spawning the migrator thread")?
-    };
+        match kernel.spawn(format!("migrator-{m}"), move || {
+            migrator::run_on(&k, plan, workers, served, moves, stop)
+        }) {
+            Ok(t) => migrators.push(t),
+            Err(e) => {
+                migrator_stop.store(true, Ordering::Release);
+                for t in migrators {
+                    let _ = t.join();
+                }
+                return Err(e).context("spawning a migrator thread");
+            }
+        }
+    }
     let started_ns = kernel.now_ns();
     for l in live.iter_mut().flatten() {
         l.heartbeat_seen_ns = started_ns;
@@ -404,7 +419,8 @@ pub fn run_on<K: Kernel>(
             if progress.dropped > 0 {
                 break StopReason::BisectBad;
             }
-            if progress.overflows >= b.overflows_needed {
+            // The loss happens at stops: good needs enough of both.
+            if progress.overflows >= b.overflows_needed && progress.stops >= b.stops_needed {
                 break StopReason::BisectGood;
             }
         }
@@ -432,7 +448,9 @@ pub fn run_on<K: Kernel>(
     for h in &handles {
         h.stop.store(true, Ordering::Release);
     }
-    let _ = migrator.join();
+    for m in migrators {
+        let _ = m.join();
+    }
     let finished: Vec<Finished> = threads
         .into_iter()
         .map(|t| t.join().unwrap_or_default())
@@ -536,10 +554,11 @@ fn drain_all<K: Kernel>(
         l.kernel.extend(l.parsed.drain(..));
         // Bounded for the same reason: the migrator never pauses.
         let mut taken = 0;
-        for [t, cpu] in std::iter::from_fn(|| h.moves.pop()).take(MOVE_RING_RECORDS) {
+        for [asked, t, cpu] in std::iter::from_fn(|| h.moves.pop()).take(MOVE_RING_RECORDS) {
             l.moves.push_back(Observation::Move {
                 time_ns: t,
                 cpu: cpu as u32,
+                requested_ns: Some(asked),
             });
             taken += 1;
         }

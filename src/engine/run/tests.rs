@@ -21,8 +21,8 @@ const PERIOD: u64 = 100_000;
 const MS: u64 = 1_000_000;
 
 /// The verdict of a scripted run with nothing wrong: a few dozen
-/// overflows are too few to call a machine clean (299 are needed), so it
-/// is inconclusive for that reason, and that reason alone.
+/// overflows and stops are too few to call a machine clean (299 of each
+/// are needed), so it is inconclusive for those reasons, and those alone.
 fn assert_clean_but_short(r: &RunResults) {
     assert_eq!(
         (r.verdict, r.exit_status),
@@ -30,13 +30,25 @@ fn assert_clean_but_short(r: &RunResults) {
         "{:?}",
         r.inconclusive_because
     );
-    assert_eq!(
-        r.inconclusive_because,
-        [format!(
+    assert_eq!(r.inconclusive_because, short_reasons(r));
+}
+
+/// "not enough overflows" and "not enough stops", with the run's numbers.
+fn short_reasons(r: &RunResults) -> [String; 2] {
+    [
+        format!(
             "not enough overflows: {} measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer",
             r.totals.accounted_overflows
-        )]
-    );
+        ),
+        not_enough_stops(r),
+    ]
+}
+
+fn not_enough_stops(r: &RunResults) -> String {
+    format!(
+        "not enough stops: {} witnessed, 299 needed to bound the dropped rate per stop below 0.01 at 95% confidence; overflows are lost where the kernel stops a counting thread, so move the workers more (the default --migrate and --migrators), run longer, or witness stops (--switch-witness counts or times)",
+        r.totals.stress.as_ref().map_or(0, |s| s.stops)
+    )
 }
 
 /// The handler's fd and worker tables are process-wide: one run at a time.
@@ -186,6 +198,33 @@ fn free_mode_accounts_for_every_scripted_overflow() {
 }
 
 #[test]
+fn enough_overflows_and_stops_make_a_clean_verdict_that_says_its_sensitivity() {
+    let cfg = config(&["--workers", "1", "--migrate", "none", "--duration", "610ms"]);
+    // 300 times: switched out 1,000 events past a due point (nothing
+    // pending: the interrupt was taken), then the next overflow.
+    let steps = [Step::Switch { before_due: 99_000 }, Step::OVERFLOW];
+    let out = run_fake(&cfg, Script::default().worker(steps.repeat(300)), &no_stop);
+    let r = &out.results;
+    assert_eq!(r.inconclusive_because, Vec::<String>::new());
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
+    let stress = r.totals.stress.as_ref().unwrap();
+    assert_eq!((stress.stops, stress.moves), (300, 0));
+    // Every stop 1,000 of 100,000 past its last due point: the first bin.
+    let mut positions = [0; crate::judge::stress::POSITION_BINS];
+    positions[0] = 300;
+    assert_eq!(stress.stop_positions, positions);
+    let x = &r.stress.as_ref().unwrap().sensitivity;
+    assert_eq!(x.stops, 300);
+    // P ln(100) / S, stops bunched at the due points not credited.
+    let window = x.window_events.unwrap();
+    assert!(
+        (window - 100_000.0 * 100f64.ln() / 300.0).abs() < 1e-6,
+        "{window}"
+    );
+    assert_eq!((x.per_stop.events, x.per_stop.trials), (0, 300));
+}
+
+#[test]
 fn reset_mode_rearms_after_every_signal() {
     let cfg = config(&[
         "--workers",
@@ -304,10 +343,12 @@ fn kernel_records_signals_and_moves_are_judged_in_time_order() {
             Observation::Move {
                 time_ns: at(50),
                 cpu: 1,
+                requested_ns: Some(at(50)),
             },
             Observation::Move {
                 time_ns: at(100),
                 cpu: 0,
+                requested_ns: Some(at(100)),
             },
             Observation::Final {
                 time_ns: at(100),
@@ -609,11 +650,13 @@ fn sigio_and_a_wrong_thread_are_delivery_faults_never_drops() {
     );
     // A signal on the wrong thread is ours or the kernel's routing bug.
     assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
+    let [overflows, stops] = short_reasons(r);
     assert_eq!(
         r.inconclusive_because,
         [
-            "not enough overflows: 11 measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer",
-            "1 overflow signals landed on the wrong thread"
+            overflows,
+            "1 overflow signals landed on the wrong thread".to_string(),
+            stops
         ]
     );
     // One of the 11 interrupts' signals came as the SIGIO.
@@ -636,8 +679,10 @@ fn counted_mode_stops_each_worker_once_its_signals_are_judged() {
     // signals delivered (the 265th is due at 265.1 ms).
     let at = (10 + JUDGE_LAG_NS / MS + 5) * MS;
     assert_eq!(r.elapsed_ns, at);
-    // 530 overflows, nothing wrong: enough to call it clean.
-    assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
+    // 530 overflows, nothing wrong, but no stop: the loss happens at
+    // stops, so this is no evidence of a clean machine.
+    assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
+    assert_eq!(r.inconclusive_because, [not_enough_stops(r)]);
     let n = at / MS;
     for (i, w) in r.workers.iter().enumerate() {
         let c = &w.counts;
