@@ -12,6 +12,7 @@ mod contract;
 mod env;
 mod interrupt;
 mod matrix;
+mod memory;
 mod model;
 mod oracle;
 mod output;

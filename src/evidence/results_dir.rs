@@ -5,8 +5,9 @@ The results directory, written as the run goes.
   run leaves a parseable directory) and replaced at the end, each time by
   atomic rename.
 - `raw.csv.gz`: every observation the judge saw, one per line
-  (`judge::stream`), as one gzip member per second: a killed run leaves
-  every whole second readable (`zcat`, `pmustress replay`).
+  (`judge::stream`), as one gzip member per second (or per
+  `RAW_MEMBER_BYTES` of text, when that comes first): a killed run leaves
+  every whole member readable (`zcat`, `pmustress replay`).
 - `anomalies.csv`: one row per anomaly, flushed every second.
 - `hist-worker<N>.hlog`: HdrHistogram interval logs (V2 deflate), one
   interval per second per worker: mergeable across runs and machines.
@@ -328,25 +329,49 @@ struct HistogramLog {
     header_written: bool,
 }
 
+/// Text of raw.csv.gz held before it is compressed as one gzip member:
+/// a second's worth at most, less when the stream is fast. Held for a
+/// second only, the buffer grew with the rate and with every hold-up of
+/// the controller (the rows of a 2 s pause are twice a second's) and never
+/// gave it back; bounded, it is allocated once.
+pub const RAW_MEMBER_BYTES: usize = 256 << 10;
+/// Longer than any row (`judge::stream::Row`: a few numbers and a word).
+const RAW_ROW_MAX: usize = 256;
+
 /// `raw.csv.gz`: the observation stream, one gzip member per flush.
 struct RawStream {
     file: Guarded,
-    /// The lines since the last flush.
+    /// The lines since the last flush: never more than `RAW_MEMBER_BYTES`
+    /// and a row, so never reallocated.
     pending: String,
+    /// The last member, compressed: its buffer is used again.
+    compressed: Vec<u8>,
 }
 
 impl RawStream {
-    fn push(&mut self, row: &Row) {
+    fn new(file: Guarded) -> RawStream {
+        RawStream {
+            file,
+            pending: String::with_capacity(RAW_MEMBER_BYTES + RAW_ROW_MAX),
+            compressed: Vec::new(),
+        }
+    }
+
+    /// Adds a row; true once a member's worth is pending (then `flush`).
+    fn push(&mut self, row: &Row) -> bool {
         use std::fmt::Write as _;
         let _ = writeln!(self.pending, "{row}");
+        self.pending.len() >= RAW_MEMBER_BYTES
     }
 
     /// Compresses what is pending as one whole gzip member and writes it.
     fn flush(&mut self) -> std::io::Result<()> {
         if !self.pending.is_empty() {
-            let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+            self.compressed.clear();
+            let mut gz = GzEncoder::new(std::mem::take(&mut self.compressed), Compression::fast());
             gz.write_all(self.pending.as_bytes())?;
-            self.file.write_all(&gz.finish()?)?;
+            self.compressed = gz.finish()?;
+            self.file.write_all(&self.compressed)?;
             self.file.commit();
             self.pending.clear();
         }
@@ -453,10 +478,7 @@ impl ResultsDir {
         let csv_writer = |f| csv::WriterBuilder::new().has_headers(false).from_writer(f);
         let stopped = Arc::new(AtomicBool::new(false));
         let anomalies = csv_writer(create(&dir.join("anomalies.csv"), &stopped)?);
-        let mut stream = RawStream {
-            file: Guarded::create_binary(&dir.join("raw.csv.gz"), &stopped)?,
-            pending: String::new(),
-        };
+        let mut stream = RawStream::new(Guarded::create_binary(&dir.join("raw.csv.gz"), &stopped)?);
         stream.pending.push_str(stream::HEADER);
         stream.pending.push('\n');
         let raw = if raw {
@@ -518,10 +540,13 @@ impl ResultsDir {
         if self.failed.is_some() {
             return;
         }
-        self.stream.push(&Row {
+        let full = self.stream.push(&Row {
             worker,
             observation: *observation,
         });
+        if full && let Err(e) = self.stream.flush() {
+            self.fail(format!("writing raw.csv.gz: {e}"));
+        }
     }
 
     pub fn record_window(&mut self, w: &ClosedWindow) {

@@ -535,6 +535,29 @@ pub fn set_signal_mask(signals: &[libc::c_int], block: bool) -> io::Result<()> {
     }
 }
 
+/// Blocks of this size or more get a mapping of their own, returned to
+/// the kernel when freed (glibc's initial M_MMAP_THRESHOLD, kept).
+pub const MALLOC_MMAP_THRESHOLD: usize = 128 << 10;
+
+/// Keeps glibc malloc's mmap threshold fixed at `MALLOC_MMAP_THRESHOLD`.
+/// By default glibc raises the threshold to the size of each mapped block
+/// freed (up to 32 MiB), and from then on blocks of that size (a merge
+/// queue after a hold-up, a raw.csv.gz member being compressed) come from
+/// the heap instead, which keeps the pages of every size it grew to: in a
+/// 300 s run the heap's resident pages grew from 4.7 MB at 10 s to 6.7 MB,
+/// while the memory in use grew 0.24 MB. Fixed, a large block's pages go
+/// back to the kernel when it is freed (the heap: 2.2 MB at 5 s, 2.5 MB at
+/// 260 s). Other C libraries (musl, in the static build) give freed memory
+/// back anyway.
+pub fn fix_malloc_mmap_threshold() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets an allocator parameter; glibc takes its
+    // own lock for it.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD as libc::c_int);
+    }
+}
+
 /// Whether fd 2 is a terminal (the progress line only goes there).
 pub fn stderr_is_tty() -> bool {
     // SAFETY: isatty only inspects the descriptor.

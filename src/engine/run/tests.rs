@@ -917,3 +917,36 @@ fn run_json_has_the_totals_and_the_raw_stream_replays_to_them() {
         ("dropped", 1)
     );
 }
+
+/// A hold-up of the controller leaves a merge queue holding all of it;
+/// once that is judged the queue gives the memory back, and the steady
+/// rate's come and go never reallocates it.
+#[test]
+fn a_merge_queue_gives_back_what_a_backlog_grew_it_to() {
+    let moves =
+        |from: u64, n: u64| (from..from + n).map(|t| Observation::Move { time_ns: t, cpu: 0 });
+    let mut queue = VecDeque::new();
+    // Steady: a pass's records come, the older ones are judged.
+    queue.extend(moves(0, 3_000));
+    shrink_after_peak(&mut queue);
+    let steady = queue.capacity();
+    assert!(steady <= QUEUE_FLOOR, "{steady}");
+    // A 2 s hold-up at the migrator's 100,000 moves per second.
+    queue.extend(moves(3_000, 200_000));
+    shrink_after_peak(&mut queue);
+    assert!(queue.capacity() >= 203_000);
+    // Judged a ring's worth per pass, as drain_all takes them.
+    while queue.len() > 3_000 {
+        queue.drain(..(queue.len() - 3_000).min(MOVE_RING_RECORDS));
+        shrink_after_peak(&mut queue);
+    }
+    assert!(queue.capacity() <= 2 * QUEUE_FLOOR, "{}", queue.capacity());
+    // Back to the steady come and go: no more shrinking or growing.
+    let after = queue.capacity();
+    for pass in 0..100 {
+        queue.drain(..1_000);
+        queue.extend(moves(1_000_000 + pass * 1_000, 1_000));
+        shrink_after_peak(&mut queue);
+        assert_eq!(queue.capacity(), after);
+    }
+}
