@@ -20,6 +20,11 @@ use crate::judge::AnomalyKind;
 const PERIOD: u64 = 100_000;
 const MS: u64 = 1_000_000;
 
+/// Reasons or warnings as run.json words them.
+fn words<T: ToString>(all: &[T]) -> Vec<String> {
+    all.iter().map(ToString::to_string).collect()
+}
+
 /// The verdict of a scripted run with nothing wrong: a few dozen
 /// overflows are too few to call a machine clean (299 are needed), so it
 /// is inconclusive for that reason, and that reason alone.
@@ -31,7 +36,7 @@ fn assert_clean_but_short(r: &RunResults) {
         r.inconclusive_because
     );
     assert_eq!(
-        r.inconclusive_because,
+        words(&r.inconclusive_because),
         [format!(
             "not enough overflows: {} measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer",
             r.totals.accounted_overflows
@@ -535,7 +540,7 @@ fn a_throttled_event_is_throttled_not_dropped() {
         (10, 0, 10)
     );
     assert!(
-        r.warnings
+        words(&r.warnings)
             .iter()
             .any(|w| w.starts_with("the kernel throttled the event 1 time (")),
         "{:?}",
@@ -610,7 +615,7 @@ fn sigio_and_a_wrong_thread_are_delivery_faults_never_drops() {
     // A signal on the wrong thread is ours or the kernel's routing bug.
     assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
     assert_eq!(
-        r.inconclusive_because,
+        words(&r.inconclusive_because),
         [
             "not enough overflows: 11 measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer",
             "1 overflow signals landed on the wrong thread"
