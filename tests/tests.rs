@@ -22,3 +22,4 @@ mod plot_missing;
 mod reliability;
 mod report;
 mod run_software;
+mod testkit;

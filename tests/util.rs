@@ -79,6 +79,15 @@ pub fn exclusive_machine() -> RwLockWriteGuard<'static, ()> {
     MACHINE.write().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A test that cannot run here says so where it shows (straight to
+/// stderr, which the test harness does not capture) and returns: a
+/// "skipped" line names the test and the reason, so a passing suite never
+/// hides one that did not run.
+pub fn skipped(test: &str, reason: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {reason}");
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }

@@ -25,6 +25,7 @@ intervals, and says how many overflows without a drop bound a rate.
 pub mod deliveries;
 pub mod interrupts;
 pub mod kinds;
+#[cfg(feature = "testkit")]
 pub mod model;
 pub mod stats;
 pub mod stream;

@@ -27,13 +27,18 @@ counter cannot meet it there. Every step of the handler after the siginfo
 decode is the same code; the decode, F_SETOWN_EX/F_SETSIG and the signal
 masks are what the software-clock tests in tests/ cover.
 
-The counter follows a driver's two re-arm rules (../shared/driver-rules.md)
-just far enough for the judge: each overflow event counts `count` events
+The counter follows a driver's two re-arm rules (the arm64 driver's
+`armpmu_event_set_period`) just far enough for the judge: each overflow event counts `count` events
 and has its next overflow due at `next_due`; an interrupt taken at `count`
 moves the due point a period on (rule 2), or a period past `count` when it
 came a period or more late (rule 1); RESET and the handler's re-arm start
 again from 0 with the next due a period in. A script says, per worker and
 step, where the counter goes and what the kernel does there (`Step`).
+
+The whole binary runs on it too, for tests/ only: with the test kit
+compiled in, `PMUSTRESS_TESTKIT_SCRIPT` names a JSON `Scripted` (the
+script, the fixture machine and the CPUs the run believes it has), and
+`pmustress run` plays it instead of opening real events.
 */
 
 use std::cell::{Cell, RefCell};
@@ -45,6 +50,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use super::{EventAttr, HandlerKernel, Kernel};
 use crate::engine::sample::{self, RingIds};
@@ -60,7 +67,7 @@ pub const START_NS: u64 = 1_000_000_000;
 const STOP_POLL: Duration = Duration::from_millis(1);
 
 /// What the kernel does for one worker at one step of its script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Step {
     /// The counter runs to its next due point and `late` events past it,
     /// where the kernel takes the overflow interrupt: a sample record with
@@ -100,7 +107,7 @@ impl Step {
 }
 
 /// What becomes of an interrupt's signal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Signal {
     /// Its handler runs on the owner thread `Script::signal_delay_ns`
     /// after the interrupt and reads the counter `Script::read_skid`
@@ -113,7 +120,8 @@ pub enum Signal {
 }
 
 /// One run's script and the machine it plays on.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Script {
     /// Time between two steps of a worker: its first step is this long
     /// after the start.
@@ -147,6 +155,34 @@ impl Default for Script {
             open_panics: false,
             max_sample_rate: Some(100_000),
         }
+    }
+}
+
+/// The variable that names a `Scripted` for the binary to play.
+pub const SCRIPT_ENV: &str = "PMUSTRESS_TESTKIT_SCRIPT";
+
+/// A whole `pmustress run` on the fake kernel: what tests/ write for
+/// `SCRIPT_ENV` to name.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Scripted {
+    /// The root of the machine the run reads its fingerprint from (a
+    /// fixture tree), so the event resolves the same on every host.
+    pub machine: std::path::PathBuf,
+    /// The CPUs the process may run on.
+    pub cpus: Vec<usize>,
+    pub script: Script,
+}
+
+impl Scripted {
+    /// The script `SCRIPT_ENV` names, if it names one. A file that cannot
+    /// be read is the test's bug: a panic that names it.
+    pub fn from_env() -> Option<Scripted> {
+        let path = std::env::var_os(SCRIPT_ENV)?;
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{SCRIPT_ENV}={}: {e}", path.display()));
+        let scripted = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{SCRIPT_ENV}={}: {e}", path.display()));
+        Some(scripted)
     }
 }
 

@@ -227,6 +227,11 @@ pub fn run(
     stop_signal: &dyn Fn() -> Option<i32>,
     observer: &mut dyn Observer,
 ) -> Result<RunRecord> {
+    #[cfg(feature = "testkit")]
+    if let Some(scripted) = kernel::fake::Scripted::from_env() {
+        let fake = kernel::fake::FakeKernel::new(scripted.script);
+        return run_on(&fake, cfg, stop_signal, observer);
+    }
     run_on(&Real, cfg, stop_signal, observer)
 }
 
