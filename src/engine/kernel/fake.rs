@@ -141,6 +141,10 @@ pub struct Script {
     pub open_panics: bool,
     /// perf_event_max_sample_rate.
     pub max_sample_rate: Option<u64>,
+    /// The watchdog's DISABLE comes while the owner's handler runs: every
+    /// signal still on its way is handled right after it (the race a
+    /// reset-mode re-arm must not win).
+    pub handlers_after_watchdog: bool,
 }
 
 impl Default for Script {
@@ -154,6 +158,7 @@ impl Default for Script {
             open_error: None,
             open_panics: false,
             max_sample_rate: Some(100_000),
+            handlers_after_watchdog: false,
         }
     }
 }
@@ -329,6 +334,26 @@ impl FakeKernel {
         st.events[key].enabled = false;
         let worker = st.events[key].worker;
         st.log(worker).calls.push(Call::Disable);
+        Ok(())
+    }
+
+    /// The signals still on their way to `fd`'s owner are handled now,
+    /// the event disabled: as a handler that had already started when the
+    /// watchdog's DISABLE came from the controller's thread would go on
+    /// (`Script::handlers_after_watchdog`).
+    fn handle_pending_signals(&self, fd: RawFd) -> io::Result<()> {
+        let mut st = self.sim.lock();
+        let key = st.event_of(fd)?;
+        let pending: Vec<(u64, u64)> = st
+            .timeline
+            .iter()
+            .filter(|(_, d)| matches!(d, Due::Signal { event, .. } if *event == key))
+            .map(|(at, _)| *at)
+            .collect();
+        for at in pending {
+            st.timeline.remove(&at);
+            st.deliver(key, false);
+        }
         Ok(())
     }
 
@@ -599,21 +624,25 @@ impl State {
         };
         match due {
             Due::Step(_, step) => self.step(worker, key, step),
-            Due::Signal { wrong_thread, .. } => {
-                let count = self.events[key].count + self.script.read_skid;
-                self.run_to(key, count);
-                self.log(worker).signals += 1;
-                let fd = self.events[key].fd;
-                let mut ctx = Handler::on_owner(self, key);
-                if wrong_thread {
-                    ctx.thread = super::current_thread();
-                }
-                // SAFETY: the owner drops its registration only after its
-                // DISABLE, which waits for this lock, and the event is
-                // still enabled: the registration outlives this call.
-                unsafe { signal::record_overflow(&ctx, fd, signal::POLL_IN) };
-            }
+            Due::Signal { wrong_thread, .. } => self.deliver(key, wrong_thread),
         }
+    }
+
+    /// An overflow signal to `key`'s owner: the handler's recording steps.
+    fn deliver(&mut self, key: usize, wrong_thread: bool) {
+        let worker = self.events[key].worker;
+        let count = self.events[key].count + self.script.read_skid;
+        self.run_to(key, count);
+        self.log(worker).signals += 1;
+        let fd = self.events[key].fd;
+        let mut ctx = Handler::on_owner(self, key);
+        if wrong_thread {
+            ctx.thread = super::current_thread();
+        }
+        // SAFETY: the owner drops its registration only after its own
+        // DISABLE, which waits for this lock, and the event is still open
+        // (`event_of` found it): the registration outlives this call.
+        unsafe { signal::record_overflow(&ctx, fd, signal::POLL_IN) };
     }
 
     fn step(&mut self, worker: usize, key: usize, step: Step) {
@@ -749,6 +778,7 @@ impl HandlerKernel for Handler<'_> {
         let key = st.event_of(event.as_raw_fd())?;
         let e = &mut st.events[key];
         let at_stop = e.count;
+        e.enabled = false;
         e.count = 0;
         e.next_due = period;
         e.period = period;
@@ -760,8 +790,18 @@ impl HandlerKernel for Handler<'_> {
     fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()> {
         let mut st = self.state.borrow_mut();
         let key = st.event_of(event.as_raw_fd())?;
+        st.events[key].enabled = true;
         let worker = st.events[key].worker;
         st.log(worker).calls.push(Call::Arm);
+        Ok(())
+    }
+
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        let mut st = self.state.borrow_mut();
+        let key = st.event_of(event.as_raw_fd())?;
+        st.events[key].enabled = false;
+        let worker = st.events[key].worker;
+        st.log(worker).calls.push(Call::Disable);
         Ok(())
     }
 }
@@ -846,7 +886,11 @@ impl Kernel for FakeKernel {
     }
 
     unsafe fn disable_by_number(&self, fd: RawFd) -> io::Result<()> {
-        self.disable_fd_number(fd)
+        self.disable_fd_number(fd)?;
+        if self.sim.lock().script.handlers_after_watchdog {
+            self.handle_pending_signals(fd)?;
+        }
+        Ok(())
     }
 
     fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>> {

@@ -676,6 +676,8 @@ pub trait HandlerKernel {
     /// Reset mode, second half: ENABLE, so the next overflow comes
     /// `period` events from here.
     fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()>;
+    /// DISABLE, after a re-arm the watchdog's DISABLE raced.
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()>;
 }
 
 /// The machine pmustress runs on.
@@ -822,6 +824,11 @@ impl HandlerKernel for Real {
     #[inline(always)]
     fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()> {
         enable_fd(event)
+    }
+
+    #[inline(always)]
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        disable_fd(event)
     }
 }
 

@@ -592,6 +592,9 @@ fn watchdog<K: Kernel>(
             None
         };
         if let Some(reason) = reason {
+            // Before the DISABLE: a reset-mode handler that re-arms after
+            // it disables the event again.
+            l.slot.hold_disabled();
             let published = h.event_fd.lock().unwrap_or_else(|e| e.into_inner());
             if *published >= 0 {
                 // SAFETY: the worker publishes its event's fd while the

@@ -741,6 +741,59 @@ fn watchdog_stops_a_worker_that_runs_no_user_code() {
     assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
 }
 
+/// Reset mode: a handler that re-arms the event (DISABLE, RESET, PERIOD,
+/// record, ENABLE) while the watchdog disables it must leave it disabled:
+/// its ENABLE would otherwise re-arm a stalled worker's event. Here every
+/// signal on its way when the watchdog's DISABLE comes is handled right
+/// after it; each handler's ENABLE is followed by a DISABLE.
+#[test]
+fn a_reset_mode_handler_never_re_enables_what_the_watchdog_disabled() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--mode",
+        "reset",
+        "--duration",
+        "1s",
+        "--watchdog",
+        "50ms",
+    ]);
+    let mut steps = vec![Step::OVERFLOW; 12];
+    steps.push(Step::Stall);
+    steps.extend([Step::OVERFLOW; 100]);
+    let script = Script {
+        // Three interrupts' signals on their way at any time.
+        signal_delay_ns: 3 * MS,
+        handlers_after_watchdog: true,
+        ..Script::default()
+    }
+    .worker(steps);
+    let out = run_fake(&cfg, script, &no_stop);
+    let r = &out.results;
+    assert_eq!(r.stop_reason, StopReason::WorkersGone);
+    let calls = out.kernel.log(0).calls;
+    // Until it, each signal's re-arm is DISABLE-RESET-PERIOD and ENABLE.
+    let watchdog = calls
+        .iter()
+        .position(|c| *c == Call::Disable)
+        .expect("the watchdog's DISABLE");
+    let rearm = [Call::Disarm(PERIOD), Call::Arm, Call::Disable];
+    assert_eq!(
+        &calls[watchdog..],
+        [
+            &[Call::Disable][..],
+            &rearm,
+            &rearm,
+            &rearm,
+            &[Call::Disable],
+        ]
+        .concat(),
+        "{calls:?}"
+    );
+}
+
 #[test]
 fn an_event_that_cannot_be_opened_stops_the_run_with_the_reason() {
     let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
