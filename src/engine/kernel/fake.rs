@@ -62,9 +62,10 @@ use crate::judge::Observation;
 /// time never looks unset).
 pub const START_NS: u64 = 1_000_000_000;
 
-/// How often a sleeping thread looks at its stop flag on its own: only
-/// when the run ends (no pause comes any more) does it need to.
-const STOP_POLL: Duration = Duration::from_millis(1);
+/// How often a thread sleeping in the fake looks at its stop flag on its
+/// own (the real kernel's is `kernel::STOP_POLL`): only when the run ends
+/// (no pause comes any more) does it need to.
+const FAKE_STOP_POLL: Duration = Duration::from_millis(1);
 
 /// What the kernel does for one worker at one step of its script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -471,7 +472,7 @@ impl Sim {
             }
             st = self
                 .wake
-                .wait_timeout(st, STOP_POLL)
+                .wait_timeout(st, FAKE_STOP_POLL)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
