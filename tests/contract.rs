@@ -690,7 +690,7 @@ fn huge_and_fifo_run_json_are_refused_at_once() {
     std::fs::create_dir(&fifo).unwrap();
     let made = Command::new("mkfifo").arg(fifo.join("run.json")).status();
     if !made.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: mkfifo is not available");
+        crate::util::skipped("mkfifo is not available");
         return;
     }
     // A FIFO planted in an `env --root` tree (it hung env forever).
@@ -727,7 +727,7 @@ fn huge_and_fifo_run_json_are_refused_at_once() {
 #[test]
 fn output_to_a_full_device_is_an_error_never_lost() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("skipped: no /dev/full");
+        crate::util::skipped("no /dev/full");
         return;
     };
     let oracle = "tests/fixtures/oracle/smp2-nopnmi-w2-none-free-50k";
@@ -825,7 +825,7 @@ struct TinyDisk {
 impl TinyDisk {
     fn mount(kib: u64, read_only: bool) -> Option<TinyDisk> {
         if !is_root() {
-            eprintln!("skipped: mounting a tmpfs needs root");
+            crate::util::skipped("mounting a tmpfs needs root");
             return None;
         }
         let dir = tempfile::tempdir().ok()?;
@@ -839,7 +839,7 @@ impl TinyDisk {
             .ok()?
             .success();
         if !ok {
-            eprintln!("skipped: cannot mount a tmpfs here");
+            crate::util::skipped("cannot mount a tmpfs here");
         }
         ok.then_some(TinyDisk { path, _dir: dir })
     }

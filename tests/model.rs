@@ -148,6 +148,27 @@ fn check_classes(
 
 type Check = fn(&ModelConfig, &Generated, &WorkerVerdict) -> Result<(), String>;
 
+/// A judge that never reports a drop: what it should call dropped it calls
+/// ambiguous (the self-test's injected drops, marked in the stream, stay).
+fn never_drops(v: &WorkerVerdict) -> WorkerVerdict {
+    let mut m = v.clone();
+    let i = &mut m.interrupts;
+    let real = i.dropped - i.injected;
+    i.dropped -= real;
+    i.ambiguous += real;
+    i.dropped_at_final_stop = 0;
+    m
+}
+
+/// A judge that reports every ambiguous overflow as a drop.
+fn drops_every_ambiguity(v: &WorkerVerdict) -> WorkerVerdict {
+    let mut m = v.clone();
+    let i = &mut m.interrupts;
+    i.dropped += i.ambiguous;
+    i.ambiguous = 0;
+    m
+}
+
 /// Runs `check` on streams drawn by `settings` until `budget()` overflows
 /// were generated; panics with the details of the first failure.
 fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, check: Check) {
@@ -161,6 +182,10 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
         .map_or(0, |s| s - 1);
     let mut streams = 0;
     let mut sums = [0u64; 8];
+    // Both directions: streams where a wrong judge was caught, and streams
+    // where it could have been (a real loss; an ambiguous overflow).
+    let (mut never_caught, mut never_could) = (0u64, 0u64);
+    let (mut every_caught, mut every_could) = (0u64, 0u64);
     while total < want {
         seed += 1;
         let mut rng = fastrand::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15);
@@ -222,6 +247,14 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
                 stream.join("\n")
             );
         }
+        if v.interrupts.dropped > v.interrupts.injected {
+            never_could += 1;
+            never_caught += u64::from(check(&cfg, &g, &never_drops(&v)).is_err());
+        }
+        if v.interrupts.ambiguous > 0 {
+            every_could += 1;
+            every_caught += u64::from(check(&cfg, &g, &drops_every_ambiguity(&v)).is_err());
+        }
         total += g.truth.overflows;
         streams += 1;
         let (t, i) = (&g.truth, &v.interrupts);
@@ -246,6 +279,20 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
         sums[5],
         sums[6],
         sums[7],
+    );
+    eprintln!(
+        "{name}: a judge that never drops caught in {never_caught} of {never_could} streams with a drop; \
+         one that drops every ambiguity in {every_caught} of {every_could} streams with one"
+    );
+    // Not asserted yet: the never-drops direction is printed only. With
+    // 10^6 overflows a property, lost_records_and_throttling caught such a
+    // judge in 0 of 42 streams with a drop (ring_gaps has no upper bound on
+    // the ambiguous), count_wraps in 1 of 25, counting_kernel_mode in 4
+    // of 39: the model's bounds there are the judge's own envelope, which
+    // the independent model (issue 25) must replace.
+    assert!(
+        every_could == 0 || every_caught > 0,
+        "{name}: no stream caught a judge that drops every ambiguity ({every_could} had one)"
     );
 }
 

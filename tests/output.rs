@@ -63,11 +63,11 @@ fn unwritable_out_is_refused_before_measuring() {
 #[test]
 fn a_disk_too_small_for_the_verdict_is_refused_before_measuring() {
     if !is_root() {
-        eprintln!("skipped: mounting a tmpfs needs root");
+        crate::util::skipped("mounting a tmpfs needs root");
         return;
     }
     let Some(disk) = TinyDisk::mount(1024) else {
-        eprintln!("skipped: cannot mount a tmpfs here");
+        crate::util::skipped("cannot mount a tmpfs here");
         return;
     };
     let (code, stderr) = run_into(&disk.path.join("r"), &["--duration", "1s"]);
@@ -83,12 +83,12 @@ fn a_disk_too_small_for_the_verdict_is_refused_before_measuring() {
 fn a_disk_that_fills_up_mid_run_stops_it_and_keeps_the_verdict() {
     let _machine = crate::util::shared_machine();
     if !is_root() {
-        eprintln!("skipped: mounting a tmpfs needs root");
+        crate::util::skipped("mounting a tmpfs needs root");
         return;
     }
     // 2 MiB reserve + the first files; --raw then fills the rest in seconds.
     let Some(disk) = TinyDisk::mount(2048 + 160) else {
-        eprintln!("skipped: cannot mount a tmpfs here");
+        crate::util::skipped("cannot mount a tmpfs here");
         return;
     };
     let out = disk.path.join("r");

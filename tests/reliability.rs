@@ -47,7 +47,7 @@ fn with_sigpending(cmd: &mut Command, n: u64) -> &mut Command {
 }
 
 fn skip(why: &str) {
-    eprintln!("skipped: {why}");
+    crate::util::skipped(why);
 }
 
 /// The sum of an anomaly kind over all workers' counts.

@@ -159,7 +159,7 @@ fn injected_drops_are_reported_exactly_and_exit_1() {
 #[test]
 fn branches_without_a_pmu_cannot_test_and_suggest_task_clock() {
     if has_core_pmu() {
-        eprintln!("skipped: this machine has a core PMU");
+        crate::util::skipped("this machine has a core PMU");
         return;
     }
     let _machine = shared_machine();

@@ -23,3 +23,4 @@ mod plot_missing;
 mod reliability;
 mod report;
 mod run_software;
+mod testkit;

@@ -79,6 +79,32 @@ pub fn exclusive_machine() -> RwLockWriteGuard<'static, ()> {
     MACHINE.write().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A test that cannot run here says so where it shows (straight to
+/// stderr, which the test harness does not capture) before it returns,
+/// and is counted: one line in `SKIPPED` (in cargo's target/tmp), which
+/// .ci/run prints after the suite. A passing suite never hides a test
+/// that did not run.
+pub fn skipped(reason: &str) {
+    use std::io::Write as _;
+    // The harness names each test's thread after the test.
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("an unnamed test")
+        .to_string();
+    let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {reason}");
+    let list = Path::new(env!("CARGO_TARGET_TMPDIR")).join(SKIPPED);
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(list)
+    {
+        let _ = writeln!(f, "{test}: {reason}");
+    }
+}
+
+/// The list of skipped tests, one "test: reason" a line.
+pub const SKIPPED: &str = "skipped-tests.txt";
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }

@@ -487,7 +487,7 @@ fn run_command(args: &RunArgs) -> i32 {
             return EXIT_CANNOT_TEST;
         }
     };
-    let fingerprint = Fingerprint::collect(Path::new("/"));
+    let fingerprint = Fingerprint::collect(&kernel::machine_root());
     let platform = event::Platform::from_fingerprint(&fingerprint);
     let mut cfg = match RunConfig::from_args(args, &allowed, &platform) {
         Ok(cfg) => cfg,

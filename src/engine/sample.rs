@@ -241,7 +241,9 @@ fn parse_one(kind: u32, misc: u16, rec: &[u8], ids: &RingIds) -> Parsed {
     }
 }
 
-/// Encodes records as the kernel writes them (for tests and benches).
+/// Encodes records as the kernel writes them (the test kit's: the fake
+/// kernel's rings, the parser's tests and benches).
+#[cfg(feature = "testkit")]
 pub fn encode(rec: &Observation, ids: &RingIds) -> Vec<u8> {
     let mut b = Vec::new();
     let header = |b: &mut Vec<u8>, kind: u32, misc: u16, size: u16| {

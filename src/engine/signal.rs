@@ -21,7 +21,7 @@ kernel's routing bugs: counted, never silently ignored.
 use std::os::fd::{BorrowedFd, RawFd};
 use std::ptr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use crate::engine::kernel::{self, HandlerKernel, Real};
 use crate::engine::ring::Ring;
@@ -95,6 +95,9 @@ pub struct Slot {
     thread: libc::pthread_t,
     /// Non-zero in reset mode: the handler re-arms with this period.
     rearm_period: u64,
+    /// Set by the watchdog before its DISABLE: the handler must leave the
+    /// event disabled (`hold_disabled`).
+    held: AtomicBool,
     ring: Ring<4>,
 }
 
@@ -106,8 +109,17 @@ impl Slot {
             tid,
             thread: kernel::current_thread(),
             rearm_period,
+            held: AtomicBool::new(false),
             ring: Ring::with_capacity(capacity),
         }
+    }
+
+    /// The watchdog is about to disable the event from another thread: a
+    /// handler re-arming it (reset mode) must not enable it again. Called
+    /// before the DISABLE; the handler looks after its ENABLE, so whichever
+    /// of the two comes last leaves the event disabled.
+    pub fn hold_disabled(&self) {
+        self.held.store(true, Ordering::SeqCst);
     }
 
     /// Consumer side: the next record the handler pushed.
@@ -344,6 +356,12 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         // count can reach the controller before it (or it would judge
         // them first and find this one out of time order).
         let _ = k.arm(event);
+        // The watchdog's one DISABLE may have come between our DISABLE
+        // and this ENABLE: it set `held` before it, so the event is
+        // disabled again here (`Slot::hold_disabled`).
+        if slot.held.load(Ordering::SeqCst) {
+            let _ = k.disable(event);
+        }
     }
 }
 
@@ -499,6 +517,9 @@ mod tests {
         fn arm(&self, _: BorrowedFd<'_>) -> std::io::Result<()> {
             panic!("re-armed on the wrong thread")
         }
+        fn disable(&self, _: BorrowedFd<'_>) -> std::io::Result<()> {
+            panic!("disabled on the wrong thread")
+        }
     }
 
     /// A ring has one producer, its worker's thread: an overflow signal
@@ -529,5 +550,68 @@ mod tests {
         unsafe { record_overflow(&OnThread { tid: 1_000_003 }, owner_fd, POLL_IN) };
         assert_eq!((owner.pop(), other.pop()), (None, None));
         assert!(stray_counts().0 > stray_before);
+    }
+
+    /// The handler's kernel on the owner's thread, logging each call.
+    struct Logged {
+        calls: std::cell::RefCell<Vec<&'static str>>,
+    }
+
+    impl HandlerKernel for Logged {
+        fn now_ns(&self) -> u64 {
+            42
+        }
+        fn current_cpu(&self) -> u32 {
+            3
+        }
+        fn current_thread(&self) -> libc::pthread_t {
+            kernel::current_thread()
+        }
+        fn gettid(&self) -> libc::pid_t {
+            1_000_005
+        }
+        fn read_count(&self, _: BorrowedFd<'_>) -> std::io::Result<Option<u64>> {
+            self.calls.borrow_mut().push("read");
+            Ok(Some(100_010))
+        }
+        fn disarm(&self, _: BorrowedFd<'_>, _: u64) -> std::io::Result<Option<u64>> {
+            self.calls.borrow_mut().push("disarm");
+            Ok(Some(100_020))
+        }
+        fn arm(&self, _: BorrowedFd<'_>) -> std::io::Result<()> {
+            self.calls.borrow_mut().push("arm");
+            Ok(())
+        }
+        fn disable(&self, _: BorrowedFd<'_>) -> std::io::Result<()> {
+            self.calls.borrow_mut().push("disable");
+            Ok(())
+        }
+    }
+
+    /// Reset mode: the handler's DISABLE-RESET-PERIOD, record, ENABLE may
+    /// straddle the watchdog's one DISABLE from the controller's thread.
+    /// Its ENABLE would then re-arm the event the watchdog stopped (a
+    /// stalled worker counting on); the watchdog marks the slot first, so
+    /// the handler disables it again after its ENABLE.
+    #[test]
+    fn a_reset_mode_handler_leaves_a_watchdog_disable_in_force() {
+        let fd = MAX_FD as RawFd - 3;
+        let slot = Arc::new(Slot::new(fd, 1_000_005, 100_000, 16));
+        let _r = register(MAX_WORKERS - 3, Arc::clone(&slot)).unwrap();
+        let k = Logged {
+            calls: Default::default(),
+        };
+        // SAFETY: the registration lives through the calls.
+        unsafe { record_overflow(&k, fd, POLL_IN) };
+        assert_eq!(*k.calls.borrow(), ["read", "disarm", "arm"]);
+        let r = slot.pop().expect("recorded");
+        assert_eq!((r.value, r.at_stop), (100_010, Some(100_020)));
+        // The watchdog marks the slot before its DISABLE.
+        slot.hold_disabled();
+        k.calls.borrow_mut().clear();
+        // SAFETY: as above.
+        unsafe { record_overflow(&k, fd, POLL_IN) };
+        assert_eq!(*k.calls.borrow(), ["read", "disarm", "arm", "disable"]);
+        assert!(slot.pop().is_some(), "the signal is still recorded");
     }
 }

@@ -36,11 +36,24 @@ pub const SIGNAL_RING_RECORDS: usize = 16_384;
 /// The migrator's moves of one worker buffered between controller drains.
 pub const MOVE_RING_RECORDS: usize = 65_536;
 
-/// Test-only fault hook, not a feature: `PMUSTRESS_TEST_STALL_WORKER=N`
-/// makes worker N sleep in the kernel with its event enabled instead of
-/// running its loop, as a worker livelocked in signal delivery would, so
-/// tests/reliability.rs can prove the watchdog's "ran no user code" path.
+/// Test-only fault hook (the `testkit` feature, never in a release
+/// binary): `PMUSTRESS_TEST_STALL_WORKER=N` makes worker N sleep in the
+/// kernel with its event enabled instead of running its loop, as a worker
+/// livelocked in signal delivery would, so tests/reliability.rs can prove
+/// the watchdog's "ran no user code" path.
+#[cfg(feature = "testkit")]
 pub const TEST_STALL_ENV: &str = "PMUSTRESS_TEST_STALL_WORKER";
+
+/// Whether the test kit asks this worker to stall (never without it).
+fn stall_for_test(index: usize) -> bool {
+    #[cfg(feature = "testkit")]
+    return std::env::var(TEST_STALL_ENV).is_ok_and(|v| v.trim().parse::<usize>() == Ok(index));
+    #[cfg(not(feature = "testkit"))]
+    {
+        let _ = index;
+        false
+    }
+}
 
 /// State shared between a worker, the migrator and the controller.
 pub struct WorkerShared {
@@ -118,8 +131,7 @@ pub fn run<K: Kernel>(
 ) -> Finished {
     let tid = kernel::gettid();
     shared.tid.store(tid, Ordering::Release);
-    let stall_for_test =
-        std::env::var(TEST_STALL_ENV).is_ok_and(|v| v.trim().parse::<usize>() == Ok(shared.index));
+    let stall_for_test = stall_for_test(shared.index);
     let setup = || -> Result<Setup<K>, String> {
         kernel
             .move_thread(tid, spec.first_cpu)

@@ -154,13 +154,9 @@ fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
             .checked_add(r.dropped())
             .with_context(|| format!("{key}: the runs' drops add up past 2^64 - 1"))?;
     }
-    let verdict = if dropped > 0 {
-        Verdict::Dropped
-    } else if all_clean && self_tests < members.len() {
-        Verdict::Clean
-    } else {
-        Verdict::Inconclusive
-    };
+    // A group of self-tests alone proves nothing of the machines.
+    let verdict =
+        crate::evidence::verdict::pooled(dropped, all_clean && self_tests < members.len());
     Ok(GroupRow {
         runs: members.len(),
         verdicts,

@@ -1,8 +1,9 @@
 /*!
 Evidence: what a run leaves behind, and everything that reads it back.
 
-`results` is the run.json schema; `verdict` builds it from what the engine
-recorded, with the verdict rule; `results_dir` writes
+`results` is the run.json schema; `totals` builds it from what the engine
+recorded; `verdict` is the verdict rule, the one pure function every
+command takes its verdict and its words from; `results_dir` writes
 a run's directory (run.json, raw.csv.gz, anomalies.csv, histogram logs) as
 the run goes; `runfile` reads run.json back, refusing anything pmustress
 does not write, and `loaded_run` the whole directory; `report` is
@@ -25,4 +26,5 @@ pub mod report;
 pub mod results;
 pub mod results_dir;
 pub mod runfile;
+pub mod totals;
 pub mod verdict;

@@ -32,6 +32,7 @@ use plotters::prelude::*;
 
 use crate::evidence::loaded_run::LoadedRun;
 use crate::evidence::report;
+use crate::judge::AnomalyKind;
 use crate::judge::stress::POSITION_BINS;
 
 /// Image width in pixels.
@@ -216,20 +217,13 @@ fn place_anomalies(r: &LoadedRun, run_period: u64) -> (Vec<Point>, Vec<f64>, usi
     (points, moves.into_iter().map(secs).collect(), unplaced)
 }
 
-/// The colour of an anomaly kind: fixed for the kinds pmustress knows, from
-/// a palette for any other.
+/// The colour of an anomaly kind: fixed for each kind pmustress knows (a
+/// new kind must be given one here), from a palette for any other (an older
+/// schema's kind, such as schema 1's `late`).
 fn kind_colour(kind: &str, others: &mut Vec<String>) -> RGBColor {
-    match kind {
-        "dropped-interrupt" => RGBColor(214, 39, 40),
-        "software-timer-skip" => RGBColor(255, 127, 14),
-        "late" => RGBColor(148, 103, 189),
-        "early" => RGBColor(31, 119, 180),
-        "coalesced-signal" => RGBColor(44, 160, 44),
-        "throttled" => RGBColor(140, 86, 75),
-        "signal-queue-overflow" => RGBColor(227, 119, 194),
-        "witness-lost" => RGBColor(188, 189, 34),
-        "tool-error" => RGBColor(0, 0, 0),
-        _ => {
+    match kind.parse::<AnomalyKind>() {
+        Ok(known) => known_colour(known),
+        Err(_) => {
             const PALETTE: [RGBColor; 3] = [
                 RGBColor(23, 190, 207),
                 RGBColor(127, 127, 127),
@@ -244,6 +238,24 @@ fn kind_colour(kind: &str, others: &mut Vec<String>) -> RGBColor {
             };
             PALETTE[i % PALETTE.len()]
         }
+    }
+}
+
+fn known_colour(kind: AnomalyKind) -> RGBColor {
+    match kind {
+        AnomalyKind::DroppedInterrupt => RGBColor(214, 39, 40),
+        AnomalyKind::Ambiguous => RGBColor(255, 187, 120),
+        AnomalyKind::LateInterrupt => RGBColor(148, 103, 189),
+        AnomalyKind::Throttled => RGBColor(140, 86, 75),
+        AnomalyKind::WitnessLost => RGBColor(188, 189, 34),
+        AnomalyKind::SoftwareTimerSkip => RGBColor(255, 127, 14),
+        AnomalyKind::CoalescedSignal => RGBColor(44, 160, 44),
+        AnomalyKind::SignalQueueOverflow => RGBColor(227, 119, 194),
+        AnomalyKind::LateSignal => RGBColor(31, 119, 180),
+        AnomalyKind::UnmatchedSignal => RGBColor(174, 199, 232),
+        AnomalyKind::Unexplained => RGBColor(197, 176, 213),
+        AnomalyKind::CountWrap => RGBColor(196, 156, 148),
+        AnomalyKind::ToolError => RGBColor(0, 0, 0),
     }
 }
 

@@ -26,8 +26,9 @@ use flate2::read::MultiGzDecoder;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED};
-use crate::evidence::results::{coincidences, stream_reasons, stress_reasons};
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_DROPPED};
+use crate::evidence::runfile::verdict_name;
+use crate::evidence::verdict::{Evidence, Reason, Settings, coincidences, decide, verdict_of};
 use crate::judge::stream::{HEADER, Row};
 use crate::judge::{
     Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals, WorkerJudge,
@@ -91,7 +92,7 @@ pub struct Replayed {
     pub stress: StressTotals,
     pub expected_coincidences: f64,
     /// Why the stream itself makes the run inconclusive.
-    pub inconclusive_because: Vec<String>,
+    pub inconclusive_because: Vec<Reason>,
     pub verdict: &'static str,
     pub exit_status: i32,
 }
@@ -142,19 +143,10 @@ impl Replay {
             worker_stress.insert(w, s);
         }
         let expected = coincidences(&interrupts, cfg.interrupt_skid, cfg.period);
-        let mut reasons = stream_reasons(&interrupts, &deliveries, expected, cfg.software);
-        reasons.extend(stress_reasons(
-            &stress,
-            interrupts.dropped,
-            cfg.stops_needed,
-        ));
-        let (verdict, exit_status) = if interrupts.dropped > 0 {
-            ("dropped", EXIT_DROPPED)
-        } else if !reasons.is_empty() {
-            ("inconclusive", EXIT_CANNOT_TEST)
-        } else {
-            ("clean", EXIT_CLEAN)
-        };
+        let decision = decide(
+            &Evidence::stream(&interrupts, &deliveries, expected, Some(&stress)),
+            &Settings::of_stream(&cfg),
+        );
         Replayed {
             workers,
             interrupts,
@@ -162,9 +154,9 @@ impl Replay {
             worker_stress,
             stress,
             expected_coincidences: expected,
-            inconclusive_because: reasons,
-            verdict,
-            exit_status,
+            inconclusive_because: decision.reasons,
+            verdict: verdict_name(decision.verdict),
+            exit_status: decision.exit_status,
         }
     }
 }
@@ -255,38 +247,40 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     let run_verdict = crate::evidence::runfile::verdict_name(run.verdict()).to_string();
     let run_exit_status = run.exit_status().map(i64::from);
     // run.json's reasons that the stream does not give: those the run's own
-    // totals would not produce either.
+    // totals would not produce either (compared as words: run.json holds
+    // its reasons as written).
     let stream_words: Vec<String> = match run.totals() {
-        Some(t) => {
-            let mut words = stream_reasons(
+        Some(t) => decide(
+            &Evidence::stream(
                 &t.interrupts,
                 &t.deliveries,
                 t.expected_coincidences,
-                cfg.software,
-            );
-            words.extend(stress_reasons(
-                &t.stress.clone().unwrap_or_default(),
-                t.interrupts.dropped,
-                cfg.stops_needed,
-            ));
-            words
-        }
+                t.stress.as_ref(),
+            ),
+            &Settings::of_stream(&cfg),
+        )
+        .reasons
+        .iter()
+        .map(Reason::to_string)
+        .collect(),
         None => Vec::new(),
     };
-    let other: Vec<String> = run
+    let other = run
         .inconclusive_because()
         .iter()
-        .filter(|r| !stream_words.contains(r))
-        .cloned()
-        .collect();
-    let (verdict, exit_status) = match (run_verdict.as_str(), run_exit_status) {
-        ("interrupted", Some(s)) => ("interrupted".to_string(), s as i32),
-        _ if replayed.exit_status == EXIT_DROPPED => ("dropped".to_string(), EXIT_DROPPED),
-        _ if replayed.exit_status == EXIT_CANNOT_TEST || !other.is_empty() || !finished => {
-            ("inconclusive".to_string(), EXIT_CANNOT_TEST)
-        }
-        _ => ("clean".to_string(), EXIT_CLEAN),
+        .any(|r| !stream_words.contains(&r.to_string()));
+    // The rule itself, with the run's interruption (if it was one) and
+    // the run's own reasons added to the stream's.
+    let interrupted = match (run_verdict.as_str(), run_exit_status) {
+        ("interrupted", Some(s)) => Some(crate::domain::StopReason::Signal(s as i32 - 128)),
+        _ => None,
     };
+    let (verdict, exit_status) = verdict_of(
+        interrupted.as_ref(),
+        u64::from(replayed.exit_status == EXIT_DROPPED),
+        replayed.exit_status == EXIT_CANNOT_TEST || other || !finished,
+    );
+    let verdict = verdict_name(verdict).to_string();
     if finished && verdict != run_verdict {
         differences.push(("verdict".to_string(), run_verdict.clone(), verdict.clone()));
     }

@@ -310,12 +310,11 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                 .collect();
             wrap_into(&mut s, &format!("anomaly windows: {}", list.join(", ")), "");
         }
-        for w in r
-            .run
-            .warnings()
-            .iter()
-            .chain(r.run.inconclusive_because())
-            .chain(&r.anomalies_note)
+        let warnings = r.run.warnings().iter().map(ToString::to_string);
+        let reasons = r.run.inconclusive_because().iter().map(ToString::to_string);
+        for w in warnings
+            .chain(reasons)
+            .chain(r.anomalies_note.iter().cloned())
         {
             wrap_into(&mut s, &format!("note: {w}"), "");
         }

@@ -31,11 +31,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
 use crate::domain::{CONFIDENCE, EXIT_CANNOT_TEST, StopReason, SwitchWitness};
+use crate::evidence::verdict::{Reason, Warning};
 use crate::fingerprint::{Fingerprint, PseudoNmi};
 use crate::judge::stats::Rate;
 use crate::judge::{Anomaly, DeliveryTotals, InterruptTotals, Sensitivity, StressTotals};
-
-pub use crate::domain::MIN_EVIDENCE_RATE;
 
 /// At most this many anomalies are kept in run.json (all are counted, and
 /// anomalies.csv has every one).
@@ -405,10 +404,10 @@ pub struct RunResults {
     pub anomalies_not_recorded: u64,
     /// Things a reader must know that do not change the verdict.
     #[serde(default)]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// Why the verdict is inconclusive, if it is.
     #[serde(default)]
-    pub inconclusive_because: Vec<String>,
+    pub inconclusive_because: Vec<Reason>,
     /// Files a failed write left short (cut back to their last complete
     /// line): what they hold is true but not everything.
     #[serde(default)]
@@ -456,9 +455,7 @@ impl StressSummary {
             sensitivity: Sensitivity::new(stress, dropped, period, CONFIDENCE),
         }
     }
-}
 
-impl StressSummary {
     /// "N stops witnessed (X/s, Y per CPU per s); M moves ...": how hard
     /// the run pressed, for the summary and the report.
     pub fn describe(&self, t: &StressTotals) -> String {
@@ -498,28 +495,6 @@ impl StressSummary {
     }
 }
 
-/// Why the run's stress leaves it inconclusive (the same words for a run
-/// and for its replay): without a drop, a clean verdict needs
-/// `stops_needed` witnessed stops, as it needs `overflows_needed()`
-/// overflows: zero drops in fewer bound nothing, as the loss happens at
-/// stops.
-pub fn stress_reasons(stress: &StressTotals, dropped: u64, stops_needed: u64) -> Vec<String> {
-    if dropped > 0 || stress.stops >= stops_needed {
-        return Vec::new();
-    }
-    vec![format!(
-        "not enough stops: {} witnessed, {stops_needed} needed to bound the dropped rate per stop below {MIN_EVIDENCE_RATE} at {:.0}% confidence; overflows are lost where the kernel stops a counting thread, so move the workers more (the default --migrate and --migrators), run longer, or witness stops (--switch-witness counts or times)",
-        stress.stops,
-        CONFIDENCE * 100.0
-    )]
-}
-
-/// Interrupts a period or more late that land within the interrupt skid of
-/// a grid point by chance: the expected number among the ambiguous.
-pub fn coincidences(i: &InterruptTotals, interrupt_skid: u64, period: u64) -> f64 {
-    i.rebased_in_handler as f64 * (2 * interrupt_skid + 1) as f64 / period as f64
-}
-
 impl RunResults {
     /// Results that could not all be saved (`why`): drops seen are real
     /// even if a file is short, and an interruption keeps its status;
@@ -529,6 +504,7 @@ impl RunResults {
             self.verdict = Verdict::Inconclusive;
             self.exit_status = EXIT_CANNOT_TEST;
         }
+        let why = Reason::Unsaved(why);
         if !self.inconclusive_because.contains(&why) {
             self.inconclusive_because.push(why);
         }
@@ -541,75 +517,10 @@ impl RunResults {
             self.verdict = Verdict::Inconclusive;
             self.exit_status = EXIT_CANNOT_TEST;
         }
-        self.inconclusive_because.push(format!(
-            "results could not all be written: {} cut back to the last complete line",
-            files.join(", ")
-        ));
+        self.inconclusive_because
+            .push(Reason::PartialFiles(files.clone()));
         self.partial_files = files;
     }
-}
-
-/// How many overflows with no drop make a run "clean": enough to bound the
-/// dropped rate below `MIN_EVIDENCE_RATE` at `CONFIDENCE` (299).
-pub fn overflows_needed() -> u64 {
-    crate::judge::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
-}
-
-/// Why the judged stream itself makes a run inconclusive (the same words
-/// for a run and for its replay).
-pub fn stream_reasons(
-    i: &InterruptTotals,
-    d: &DeliveryTotals,
-    expected_coincidences: f64,
-    software: bool,
-) -> Vec<String> {
-    let mut reasons = Vec::new();
-    let needed = overflows_needed();
-    if i.dropped == 0 && i.overflows < needed {
-        reasons.push(format!(
-            "not enough overflows: {} measured, {needed} needed to bound the dropped rate below {MIN_EVIDENCE_RATE} at {:.0}% confidence; run longer",
-            i.overflows,
-            CONFIDENCE * 100.0
-        ));
-    }
-    if i.ambiguous > 0 {
-        reasons.push(format!(
-            "{} {} fit both a lost interrupt and one a period late (chance coincidences expected: {:.2}); not counted as dropped",
-            i.ambiguous,
-            plural(i.ambiguous, "overflow", "overflows"),
-            expected_coincidences
-        ));
-    }
-    let counts = [
-        (
-            i.unexplained,
-            "kernel sample records fit no driver behaviour (see the unexplained anomalies)",
-        ),
-        (
-            // A software clock loses no interrupt a hole could hide.
-            if software { 0 } else { i.lost_records },
-            "kernel records were lost from the sample ring (LOST records)",
-        ),
-        (
-            d.unmatched,
-            "overflow signals had no interrupt of their own",
-        ),
-        (
-            d.wrong_thread,
-            "overflow signals landed on the wrong thread",
-        ),
-        (d.read_failures, "counter reads failed in the handler"),
-    ];
-    for (n, what) in counts {
-        if n > 0 {
-            reasons.push(format!("{n} {what}"));
-        }
-    }
-    reasons
-}
-
-pub(super) fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
-    if n == 1 { one } else { many }
 }
 
 #[cfg(test)]
@@ -642,32 +553,5 @@ mod tests {
         assert_eq!(on(Some(3), 7), "cpu 3 -> 7");
         assert_eq!(on(None, 1), "cpu 1");
         assert_eq!(on(None, u32::MAX), "");
-    }
-
-    fn reasons(overflows: u64, dropped: u64) -> Vec<String> {
-        let i = InterruptTotals {
-            overflows,
-            dropped,
-            samples: overflows - dropped,
-            on_time: overflows - dropped,
-            ..InterruptTotals::default()
-        };
-        stream_reasons(&i, &DeliveryTotals::default(), 0.0, true)
-    }
-
-    /// 0.99^299 = 0.0495 <= 0.05 < 0.99^298: 299 overflows without a drop
-    /// bound the rate below 1% at 95%, 298 do not.
-    #[test]
-    fn a_clean_verdict_needs_299_overflows() {
-        assert_eq!(overflows_needed(), 299);
-        assert_eq!(
-            reasons(298, 0),
-            [
-                "not enough overflows: 298 measured, 299 needed to bound the dropped rate below 0.01 at 95% confidence; run longer"
-            ]
-        );
-        assert!(reasons(299, 0).is_empty());
-        // A drop is a drop however short the run.
-        assert!(reasons(9, 1).is_empty());
     }
 }

@@ -26,6 +26,7 @@ use serde::Deserialize;
 use crate::config::RunConfig;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, SCHEMA_VERSION};
 use crate::evidence::results::{Counts, RunResults, RunStarted, Verdict};
+use crate::evidence::verdict::{Reason, Warning};
 use crate::fingerprint::PseudoNmi;
 use crate::judge::JudgeConfig;
 
@@ -247,11 +248,11 @@ impl RunDocument {
         }
     }
 
-    pub fn warnings(&self) -> &[String] {
+    pub fn warnings(&self) -> &[Warning] {
         self.results().map_or(&[], |r| &r.warnings)
     }
 
-    pub fn inconclusive_because(&self) -> &[String] {
+    pub fn inconclusive_because(&self) -> &[Reason] {
         self.results().map_or(&[], |r| &r.inconclusive_because)
     }
 

@@ -1,384 +1,648 @@
 /*!
-The run's verdict: from the engine's `RunRecord` to `RunResults`.
+The verdict rule, in one place: `decide` is a pure function from a run's
+totals and its settings to a verdict, the typed reasons it is inconclusive
+and the typed warnings a reader must know. The run (`totals`), a replayed
+stream (`replay`) and the readers (report, plot) all take their verdict
+and their words from here.
 
-`RunResults::new` sums each worker's judgement into counts, adds them up,
-and applies the verdict rule: `dropped` when the judge found an overflow
-whose interrupt never happened under every explanation of the kernel's
-records; otherwise `inconclusive` when anything could not be judged
-(ambiguous overflows, a broken witness, too few overflows, our own
-failure); otherwise `clean`. A run stopped by a signal is `interrupted`.
+The rule: a run stopped by a signal is `interrupted`; otherwise `dropped`
+when the judge found an overflow whose interrupt never happened under
+every explanation of the kernel's records; otherwise `inconclusive` when
+anything could not be judged (a `Reason`); otherwise `clean`.
+
+A reason or a warning is a variant with its numbers; its words are its
+`Display`, and run.json holds those words (serde writes them as strings,
+and reads any string back as `AsWritten`, so files written before stay
+readable). Adding a reason is its variant, its `Display` arm and the line
+of `reasons` that finds it.
 */
 
-use hdrhistogram::Histogram;
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::config::RunConfig;
 use crate::domain::{
-    CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RearmMode, SCHEMA_VERSION, StopReason,
+    CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, MigrateMode, RearmMode, StopReason,
     SwitchWitness,
 };
-use crate::engine::run::{RunRecord, WorkerRecord};
-use crate::evidence::results::{
-    AnomalyRecord, Counts, DeltaStats, LatencyStats, RunResults, StressSummary, ToolInfo, Verdict,
-    WorkerResult, coincidences, plural, stream_reasons, stress_reasons,
-};
-use crate::fingerprint::Fingerprint;
-use crate::judge::stats::Rate;
-use crate::judge::{Anomaly, AnomalyKind, InterruptTotals};
+use crate::evidence::results::{Counts, Verdict, WorkerResult};
+use crate::judge::{AnomalyKind, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals};
 
-fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
-    let v = &w.verdict;
-    let i = &v.interrupts;
-    let d = &v.deliveries;
-    let period = cfg.period;
-    // Due points sit at multiples of the period until the grid moves: then
-    // the final count says how many there were, independently of the judge.
-    let grid_kept = i.rebased_in_handler == 0
-        && i.rebased_at_restart == 0
-        && i.ambiguous == 0
-        && i.record_lost == 0
-        && i.unexplained == 0
-        && i.count_wraps == 0;
-    let implied = match (cfg.mode, cfg.event.software, grid_kept, w.final_count) {
-        (RearmMode::Free, false, true, Some(end)) => Some(end / period),
-        _ => None,
-    };
-    Counts {
-        interrupts: i.clone(),
-        deliveries: d.clone(),
-        signals: d.signals,
-        sigio: d.sigio,
-        kernel_samples: i.samples,
-        accounted_overflows: i.overflows,
-        implied_overflows: implied,
-        dropped_interrupts: i.dropped,
-        injected: i.injected,
-        ambiguous: i.ambiguous,
-        expected_coincidences: expected_coincidences(i, cfg),
-        anomalies: v
-            .anomalies
-            .iter()
-            .map(|(k, n)| (k.name().to_string(), *n))
-            .collect(),
-        migrations_requested: w.moves_requested,
-        migrations_failed: w.moves_failed,
-        migrations_kernel: w.kernel_migrations,
-        cpu_changes: v.cpu_changes,
-        signal_ring_overflows: w.signal_ring_overflows,
-        garbled_kernel_bytes: w.garbled_kernel_bytes as u64,
-        reordered_observations: w.reordered,
-        deltas: DeltaStats::of(&w.histogram),
-        interrupt_latency: LatencyStats::of(&w.latency, period),
-        dropped_rate: Some(Rate::new(i.dropped, i.overflows, CONFIDENCE)),
-        stress: Some(v.stress.clone()),
+pub use crate::domain::MIN_EVIDENCE_RATE;
+
+/// How many overflows with no drop make a run "clean": enough to bound the
+/// dropped rate below `MIN_EVIDENCE_RATE` at `CONFIDENCE` (299).
+pub fn overflows_needed() -> u64 {
+    crate::judge::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
+}
+
+/// Interrupts a period or more late that land within the interrupt skid of
+/// a grid point by chance: the expected number among the ambiguous.
+pub fn coincidences(i: &InterruptTotals, interrupt_skid: u64, period: u64) -> f64 {
+    i.rebased_in_handler as f64 * (2 * interrupt_skid + 1) as f64 / period as f64
+}
+
+/// What the rule needs of the run's configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    pub software: bool,
+    pub mode: RearmMode,
+    pub period: u64,
+    pub inject_drop_every: Option<u64>,
+    /// The migrator was asked to move workers.
+    pub migrates: bool,
+    /// Bisect mode: the overflows a "good" needs.
+    pub bisect_overflows_needed: Option<u64>,
+    /// Witnessed stops a clean verdict needs (0: a run recorded before
+    /// stops were counted, whose verdict did not ask for any).
+    pub stops_needed: u64,
+    /// Bisect mode: the stops a "good" needs.
+    pub bisect_stops_needed: Option<u64>,
+}
+
+impl Settings {
+    pub fn of_run(cfg: &RunConfig) -> Settings {
+        Settings {
+            software: cfg.event.software,
+            mode: cfg.mode,
+            period: cfg.period,
+            inject_drop_every: cfg.inject_drop_every,
+            migrates: cfg.migrate != MigrateMode::None,
+            bisect_overflows_needed: cfg.bisect.as_ref().map(|b| b.overflows_needed),
+            stops_needed: cfg.judge_config().stops_needed,
+            bisect_stops_needed: cfg.bisect.as_ref().map(|b| b.stops_needed),
+        }
+    }
+
+    /// A stream judged again: what its judge's settings say (nothing of
+    /// the run around it).
+    pub fn of_stream(cfg: &JudgeConfig) -> Settings {
+        Settings {
+            software: cfg.software,
+            mode: cfg.mode,
+            period: cfg.period,
+            inject_drop_every: None,
+            migrates: false,
+            bisect_overflows_needed: None,
+            stops_needed: cfg.stops_needed,
+            bisect_stops_needed: None,
+        }
     }
 }
 
-fn expected_coincidences(i: &InterruptTotals, cfg: &RunConfig) -> f64 {
-    coincidences(i, cfg.interrupt_skid, cfg.period)
+/// What only a run has, and a replayed stream has not: its threads, its
+/// rings and signals, why it stopped.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSide<'a> {
+    pub workers: &'a [WorkerResult],
+    pub stop: &'a StopReason,
+    /// Overflow signals nobody could be charged with, and SIGIOs likewise.
+    pub stray_signals: (u64, u64),
+    /// perf_event_max_sample_rate at start and end.
+    pub max_sample_rate: (Option<u64>, Option<u64>),
 }
 
-fn add(total: &mut Counts, c: &Counts) {
-    total.interrupts.add(&c.interrupts);
-    total.deliveries.add(&c.deliveries);
-    total.signals += c.signals;
-    total.sigio += c.sigio;
-    total.kernel_samples += c.kernel_samples;
-    total.accounted_overflows += c.accounted_overflows;
-    total.implied_overflows = match (total.implied_overflows, c.implied_overflows) {
-        (Some(a), Some(b)) => Some(a + b),
-        _ => None,
-    };
-    total.dropped_interrupts += c.dropped_interrupts;
-    total.injected += c.injected;
-    total.ambiguous += c.ambiguous;
-    total.expected_coincidences += c.expected_coincidences;
-    for (k, n) in &c.anomalies {
-        *total.anomalies.entry(k.clone()).or_default() += n;
+/// What the verdict is decided from.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    pub interrupts: &'a InterruptTotals,
+    pub deliveries: &'a DeliveryTotals,
+    pub expected_coincidences: f64,
+    /// The stops the stream shows (None: a run recorded before they were
+    /// counted).
+    pub stress: Option<&'a StressTotals>,
+    /// The run's own totals and circumstances; `None` for a bare stream.
+    pub run: Option<(&'a Counts, RunSide<'a>)>,
+}
+
+impl<'a> Evidence<'a> {
+    /// A judged stream alone.
+    pub fn stream(
+        interrupts: &'a InterruptTotals,
+        deliveries: &'a DeliveryTotals,
+        expected_coincidences: f64,
+        stress: Option<&'a StressTotals>,
+    ) -> Evidence<'a> {
+        Evidence {
+            interrupts,
+            deliveries,
+            expected_coincidences,
+            stress,
+            run: None,
+        }
     }
-    total.migrations_requested += c.migrations_requested;
-    total.migrations_failed += c.migrations_failed;
-    total.migrations_kernel = match (total.migrations_kernel, c.migrations_kernel) {
-        (Some(a), Some(b)) => Some(a + b),
-        (None, b) if total.signals == c.signals => b,
-        _ => None,
-    };
-    total.cpu_changes += c.cpu_changes;
-    total.signal_ring_overflows += c.signal_ring_overflows;
-    total.garbled_kernel_bytes += c.garbled_kernel_bytes;
-    total.reordered_observations += c.reordered_observations;
-    if let Some(stress) = &c.stress {
-        total
-            .stress
-            .get_or_insert_with(Default::default)
-            .add(stress);
+
+    /// A whole run.
+    pub fn run(totals: &'a Counts, side: RunSide<'a>) -> Evidence<'a> {
+        Evidence {
+            interrupts: &totals.interrupts,
+            deliveries: &totals.deliveries,
+            expected_coincidences: totals.expected_coincidences,
+            stress: totals.stress.as_ref(),
+            run: Some((totals, side)),
+        }
     }
 }
 
-impl RunResults {
-    pub fn new(
-        cfg: &RunConfig,
-        argv: Vec<String>,
-        fingerprint: &Fingerprint,
-        record: &RunRecord,
-        anomalies: Vec<Anomaly>,
-        anomalies_not_recorded: u64,
-    ) -> RunResults {
-        let mut totals = Counts::default();
-        let mut merged = Histogram::<u64>::new(3).expect("valid precision");
-        let mut latency = Histogram::<u64>::new(3).expect("valid precision");
-        let workers: Vec<WorkerResult> = record
-            .workers
-            .iter()
-            .map(|w| {
-                let counts = counts_of(w, cfg);
-                add(&mut totals, &counts);
-                let _ = merged.add(&w.histogram);
-                let _ = latency.add(&w.latency);
-                WorkerResult {
-                    worker: w.verdict.worker,
-                    final_count: w.final_count,
-                    stalled: w.stalled.clone(),
-                    switch_witness: w.switch_witness,
-                    ring_bytes: w.ring_bytes,
-                    counts,
-                }
-            })
-            .collect();
-        totals.implied_overflows = workers
-            .iter()
-            .map(|w| w.counts.implied_overflows)
-            .sum::<Option<u64>>()
-            .filter(|_| !workers.is_empty());
-        totals.deltas = DeltaStats::of(&merged);
-        totals.interrupt_latency = LatencyStats::of(&latency, cfg.period);
-        totals.dropped_rate = Some(Rate::new(
-            totals.dropped_interrupts,
-            totals.accounted_overflows,
-            CONFIDENCE,
-        ));
-        let i = &totals.interrupts;
-        let d = &totals.deliveries;
+/// The verdict, its exit status, and what a reader must be told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub exit_status: i32,
+    pub reasons: Vec<Reason>,
+    pub warnings: Vec<Warning>,
+}
 
-        let mut warnings = Vec::new();
-        if cfg.event.software {
-            warnings.push(format!(
+/// The verdict rule.
+pub fn decide(e: &Evidence, s: &Settings) -> Decision {
+    let reasons = reasons(e, s);
+    let stop = e.run.map(|(_, side)| side.stop);
+    let (verdict, exit_status) = verdict_of(stop, e.interrupts.dropped, !reasons.is_empty());
+    Decision {
+        verdict,
+        exit_status,
+        reasons,
+        warnings: warnings(e, s),
+    }
+}
+
+/// The rule's last step: interrupted, then dropped, then inconclusive,
+/// then clean.
+pub fn verdict_of(stop: Option<&StopReason>, dropped: u64, inconclusive: bool) -> (Verdict, i32) {
+    match stop {
+        Some(StopReason::Signal(sig)) => (Verdict::Interrupted, 128 + sig),
+        _ if dropped > 0 => (Verdict::Dropped, EXIT_DROPPED),
+        _ if inconclusive => (Verdict::Inconclusive, EXIT_CANNOT_TEST),
+        _ => (Verdict::Clean, EXIT_CLEAN),
+    }
+}
+
+/// Pooled runs: dropped if any dropped an interrupt, clean if every one
+/// was clean, otherwise inconclusive.
+pub fn pooled(dropped: u64, all_clean: bool) -> Verdict {
+    if dropped > 0 {
+        Verdict::Dropped
+    } else if all_clean {
+        Verdict::Clean
+    } else {
+        Verdict::Inconclusive
+    }
+}
+
+/// Why a verdict is inconclusive.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    /// A worker stopped answering (the engine's words).
+    Stalled(String),
+    NoSignal,
+    NotEnoughOverflows {
+        measured: u64,
+        needed: u64,
+    },
+    /// The loss happens at stops: zero drops in too few say nothing.
+    NotEnoughStops {
+        witnessed: u64,
+        needed: u64,
+    },
+    Ambiguous {
+        overflows: u64,
+        expected_coincidences: f64,
+    },
+    Unexplained(u64),
+    LostRecords(u64),
+    UnmatchedSignals(u64),
+    WrongThread(u64),
+    ReadFailures(u64),
+    SignalRingFull(u64),
+    GarbledKernelBytes(u64),
+    StrayFd(u64),
+    StraySigio(u64),
+    /// Reset mode: observations judged out of time order.
+    Reordered(u64),
+    /// A bug of ours: the final count and the judge disagree.
+    ImpliedOverflows {
+        worker: usize,
+        implied: u64,
+        accounted: u64,
+    },
+    OutputFailed(String),
+    BisectTooFew {
+        measured: u64,
+        needed: u64,
+    },
+    BisectTooFewStops {
+        witnessed: u64,
+        needed: u64,
+    },
+    /// Results that could not all be saved (the writer's words).
+    Unsaved(String),
+    /// Files a failed write left short.
+    PartialFiles(Vec<String>),
+    /// Read back from run.json: the words as written.
+    AsWritten(String),
+}
+
+impl Reason {
+    /// Whether the judged stream alone gives it (a replay finds it again).
+    pub fn from_stream(&self) -> bool {
+        matches!(
+            self,
+            Reason::NotEnoughOverflows { .. }
+                | Reason::NotEnoughStops { .. }
+                | Reason::Ambiguous { .. }
+                | Reason::Unexplained(_)
+                | Reason::LostRecords(_)
+                | Reason::UnmatchedSignals(_)
+                | Reason::WrongThread(_)
+                | Reason::ReadFailures(_)
+        )
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Stalled(s) | Reason::Unsaved(s) | Reason::AsWritten(s) => f.write_str(s),
+            Reason::NoSignal => f.write_str("no overflow signal was received at all"),
+            Reason::NotEnoughOverflows { measured, needed } => write!(
+                f,
+                "not enough overflows: {measured} measured, {needed} needed to bound the dropped rate below {MIN_EVIDENCE_RATE} at {:.0}% confidence; run longer",
+                CONFIDENCE * 100.0
+            ),
+            Reason::NotEnoughStops { witnessed, needed } => write!(
+                f,
+                "not enough stops: {witnessed} witnessed, {needed} needed to bound the dropped rate per stop below {MIN_EVIDENCE_RATE} at {:.0}% confidence; overflows are lost where the kernel stops a counting thread, so move the workers more (the default --migrate and --migrators), run longer, or witness stops (--switch-witness counts or times)",
+                CONFIDENCE * 100.0
+            ),
+            Reason::Ambiguous {
+                overflows,
+                expected_coincidences,
+            } => write!(
+                f,
+                "{overflows} {} fit both a lost interrupt and one a period late (chance coincidences expected: {expected_coincidences:.2}); not counted as dropped",
+                plural(*overflows, "overflow", "overflows"),
+            ),
+            Reason::Unexplained(n) => write!(
+                f,
+                "{n} kernel sample records fit no driver behaviour (see the unexplained anomalies)"
+            ),
+            Reason::LostRecords(n) => write!(
+                f,
+                "{n} kernel records were lost from the sample ring (LOST records)"
+            ),
+            Reason::UnmatchedSignals(n) => {
+                write!(f, "{n} overflow signals had no interrupt of their own")
+            }
+            Reason::WrongThread(n) => write!(f, "{n} overflow signals landed on the wrong thread"),
+            Reason::ReadFailures(n) => write!(f, "{n} counter reads failed in the handler"),
+            Reason::SignalRingFull(n) => {
+                write!(f, "{n} handler records were lost (signal ring full)")
+            }
+            Reason::GarbledKernelBytes(n) => {
+                write!(f, "{n} bytes of the kernel sample ring could not be parsed")
+            }
+            Reason::StrayFd(n) => write!(f, "{n} overflow signals carried an unknown fd"),
+            Reason::StraySigio(n) => write!(f, "{n} SIGIOs arrived on a non-worker thread"),
+            Reason::Reordered(n) => write!(
+                f,
+                "{n} observations reached the judge out of time order, so resets may be misplaced"
+            ),
+            Reason::ImpliedOverflows {
+                worker,
+                implied,
+                accounted,
+            } => write!(
+                f,
+                "worker {worker}: the final count implies {implied} overflows but the judge accounted for {accounted} (a bug in pmustress: please report it with raw.csv.gz)"
+            ),
+            Reason::OutputFailed(e) => write!(
+                f,
+                "the run stopped early because results could not be written: {e}"
+            ),
+            Reason::BisectTooFew { measured, needed } => write!(
+                f,
+                "bisect: only {measured} of the {needed} overflows needed were measured, too few to call this kernel good"
+            ),
+            Reason::BisectTooFewStops { witnessed, needed } => write!(
+                f,
+                "bisect: only {witnessed} of the {needed} stops needed were witnessed, too few to call this kernel good"
+            ),
+            Reason::PartialFiles(files) => write!(
+                f,
+                "results could not all be written: {} cut back to the last complete line",
+                files.join(", ")
+            ),
+        }
+    }
+}
+
+/// Something a reader must know that does not change the verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Warning {
+    SoftwareEvent,
+    SelfTest {
+        every: u64,
+    },
+    Throttled(u64),
+    SampleRateLowered {
+        from: u64,
+        to: u64,
+    },
+    RebasedInHandler(u64),
+    CountWraps(u64),
+    LateInterrupts {
+        p999: f64,
+        suggested_period: u64,
+    },
+    SignalQueueOverflow(u64),
+    LostRecords {
+        lost: u64,
+        unrecorded: u64,
+    },
+    Coalesced(u64),
+    LateSignals(u64),
+    TimerSkips(u64),
+    NoMigration,
+    StopsNotWitnessed,
+    /// Read back from run.json: the words as written.
+    AsWritten(String),
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::SoftwareEvent => write!(
+                f,
                 "{}: it proves the pipeline (signals, rings, migrator, judge), not the interrupt path of a PMU",
                 crate::config::event::SOFTWARE_CAVEAT
-            ));
-        }
-        if let Some(n) = cfg.inject_drop_every {
-            warnings.push(format!(
+            ),
+            Warning::SelfTest { every } => write!(
+                f,
                 "self-test: every {} overflow interrupt was discarded on purpose (--inject-drop-every); these results prove the detector, not the machine",
-                ordinal(n)
-            ));
-        }
-        if i.throttled > 0 {
-            warnings.push(format!(
-                "the kernel throttled the event {} {} (THROTTLE records; no overflow is lost by it): raise perf_event_max_sample_rate or use a longer --period",
-                i.throttled,
-                plural(i.throttled, "time", "times")
-            ));
-        }
-        if let (Some(a), Some(b)) = (record.max_sample_rate.0, record.max_sample_rate.1)
-            && b < a
-        {
-            warnings.push(format!(
-                "the kernel lowered perf_event_max_sample_rate from {a} to {b} during the run (interrupts took too long)"
-            ));
-        }
-        if i.rebased_in_handler > 0 {
-            warnings.push(format!(
-                "{} {} a period or more late, after which the driver re-based the period: late, not dropped",
-                i.rebased_in_handler,
-                plural(i.rebased_in_handler, "interrupt came", "interrupts came")
-            ));
-        }
-        if i.count_wraps > 0 {
-            warnings.push(format!(
-                "the kernel's count of the event jumped by 2^32 {} {} (its update raced the overflow NMI: a kernel bug of its own, see the count-wrap anomalies): counts read from the event are 2^32 too high from there; each time the driver re-based the period; not a lost interrupt",
-                i.count_wraps,
-                plural(i.count_wraps, "time", "times")
-            ));
-        }
-        if let Some(p999) = totals.interrupt_latency.p999
-            && p999 > 0.25
-        {
-            // Latency in a VM is time the vCPU did not run, not a fraction
-            // of the period: at this period the p99.9 is a quarter of it.
-            let suggested = (p999 * 4.0 * cfg.period as f64).ceil() as u64;
-            warnings.push(format!(
-                "interrupt latency p99.9 is {p999:.2} periods: late interrupts make losses harder to tell apart; use --period {suggested} or more (4 x the p99.9 latency)"
-            ));
-        }
-        if d.sigio > 0 {
-            warnings.push(format!(
-                "the realtime signal queue overflowed {} times (plain SIGIO fallback): raise RLIMIT_SIGPENDING (ulimit -i)",
-                d.sigio
-            ));
-        }
-        if i.lost_records > 0 {
-            warnings.push(format!(
-                "the kernel did not write {} records into the sample ring (LOST records): {} signals had no sample",
-                i.lost_records, d.unrecorded
-            ));
-        }
-        if d.coalesced > 0 {
-            warnings.push(format!(
-                "the kernel merged the signals of {} {} into later ones: every interrupt happened (its sample is there)",
-                d.coalesced,
-                plural(d.coalesced, "interrupt", "interrupts")
-            ));
-        }
-        if d.late_by_a_period > 0 {
-            warnings.push(format!(
-                "{} {} read a period or more after their interrupt: the thread did not run; not a lost interrupt",
-                d.late_by_a_period,
-                plural(d.late_by_a_period, "signal was", "signals were"),
-            ));
-        }
-        if i.timer_skips > 0 {
-            warnings.push(format!(
-                "{} software-clock periods skipped: {}",
-                i.timer_skips,
+                ordinal(*every)
+            ),
+            Warning::Throttled(n) => write!(
+                f,
+                "the kernel throttled the event {n} {} (THROTTLE records; no overflow is lost by it): raise perf_event_max_sample_rate or use a longer --period",
+                plural(*n, "time", "times")
+            ),
+            Warning::SampleRateLowered { from, to } => write!(
+                f,
+                "the kernel lowered perf_event_max_sample_rate from {from} to {to} during the run (interrupts took too long)"
+            ),
+            Warning::RebasedInHandler(n) => write!(
+                f,
+                "{n} {} a period or more late, after which the driver re-based the period: late, not dropped",
+                plural(*n, "interrupt came", "interrupts came")
+            ),
+            Warning::CountWraps(n) => write!(
+                f,
+                "the kernel's count of the event jumped by 2^32 {n} {} (its update raced the overflow NMI: a kernel bug of its own, see the count-wrap anomalies): counts read from the event are 2^32 too high from there; each time the driver re-based the period; not a lost interrupt",
+                plural(*n, "time", "times")
+            ),
+            Warning::LateInterrupts {
+                p999,
+                suggested_period,
+            } => write!(
+                f,
+                "interrupt latency p99.9 is {p999:.2} periods: late interrupts make losses harder to tell apart; use --period {suggested_period} or more (4 x the p99.9 latency)"
+            ),
+            Warning::SignalQueueOverflow(n) => write!(
+                f,
+                "the realtime signal queue overflowed {n} times (plain SIGIO fallback): raise RLIMIT_SIGPENDING (ulimit -i)"
+            ),
+            Warning::LostRecords { lost, unrecorded } => write!(
+                f,
+                "the kernel did not write {lost} records into the sample ring (LOST records): {unrecorded} signals had no sample"
+            ),
+            Warning::Coalesced(n) => write!(
+                f,
+                "the kernel merged the signals of {n} {} into later ones: every interrupt happened (its sample is there)",
+                plural(*n, "interrupt", "interrupts")
+            ),
+            Warning::LateSignals(n) => write!(
+                f,
+                "{n} {} read a period or more after their interrupt: the thread did not run; not a lost interrupt",
+                plural(*n, "signal was", "signals were"),
+            ),
+            Warning::TimerSkips(n) => write!(
+                f,
+                "{n} software-clock periods skipped: {}",
                 AnomalyKind::SoftwareTimerSkip.advice()
-            ));
+            ),
+            Warning::NoMigration => {
+                f.write_str("no migration happened: the migrator never moved a worker")
+            }
+            Warning::StopsNotWitnessed => f.write_str(
+                "event stops were not witnessed with their counts (--switch-witness counts needs perf_event_paranoid <= 1 or CAP_PERFMON): a gap across a stop may be ambiguous",
+            ),
+            Warning::AsWritten(s) => f.write_str(s),
         }
-        if cfg.migrate != crate::domain::MigrateMode::None && totals.migrations_requested == 0 {
-            warnings.push("no migration happened: the migrator never moved a worker".to_string());
+    }
+}
+
+/// run.json holds a reason and a warning as its words.
+macro_rules! as_words {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
         }
-        if !cfg.event.software
-            && workers
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                String::deserialize(d).map(<$t>::AsWritten)
+            }
+        }
+    };
+}
+
+as_words!(Reason);
+as_words!(Warning);
+
+/// A count, and the reason it is when it is not zero.
+type Counted = (u64, fn(u64) -> Reason);
+
+fn reasons(e: &Evidence, s: &Settings) -> Vec<Reason> {
+    let (i, d) = (e.interrupts, e.deliveries);
+    let mut r = Vec::new();
+    if let Some((t, side)) = e.run {
+        r.extend(
+            side.workers
+                .iter()
+                .filter_map(|w| w.stalled.clone())
+                .map(Reason::Stalled),
+        );
+        if t.signals == 0 {
+            r.push(Reason::NoSignal);
+        }
+    }
+    let needed = overflows_needed();
+    if i.dropped == 0 && i.overflows < needed {
+        r.push(Reason::NotEnoughOverflows {
+            measured: i.overflows,
+            needed,
+        });
+    }
+    let stops = e.stress.map_or(0, |x| x.stops);
+    if i.dropped == 0 && stops < s.stops_needed {
+        r.push(Reason::NotEnoughStops {
+            witnessed: stops,
+            needed: s.stops_needed,
+        });
+    }
+    if i.ambiguous > 0 {
+        r.push(Reason::Ambiguous {
+            overflows: i.ambiguous,
+            expected_coincidences: e.expected_coincidences,
+        });
+    }
+    // A software clock loses no interrupt a hole could hide.
+    let lost_records = if s.software { 0 } else { i.lost_records };
+    let counted: [Counted; 5] = [
+        (i.unexplained, Reason::Unexplained),
+        (lost_records, Reason::LostRecords),
+        (d.unmatched, Reason::UnmatchedSignals),
+        (d.wrong_thread, Reason::WrongThread),
+        (d.read_failures, Reason::ReadFailures),
+    ];
+    r.extend(
+        counted
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, f)| f(n)),
+    );
+    if let Some((t, side)) = e.run {
+        r.extend(run_reasons(t, &side, s));
+    }
+    r
+}
+
+/// What the run around the stream makes inconclusive: our own failures,
+/// a final count that disagrees with the judge, an early stop.
+fn run_reasons(t: &Counts, side: &RunSide, s: &Settings) -> Vec<Reason> {
+    let mut r = Vec::new();
+    let ours: [Counted; 4] = [
+        (t.signal_ring_overflows, Reason::SignalRingFull),
+        (t.garbled_kernel_bytes, Reason::GarbledKernelBytes),
+        (side.stray_signals.0, Reason::StrayFd),
+        (side.stray_signals.1, Reason::StraySigio),
+    ];
+    r.extend(ours.into_iter().filter(|(n, _)| *n > 0).map(|(n, f)| f(n)));
+    if s.mode == RearmMode::Reset && t.reordered_observations > 0 {
+        r.push(Reason::Reordered(t.reordered_observations));
+    }
+    for w in side.workers {
+        if let Some(implied) = w.counts.implied_overflows
+            && implied != w.counts.accounted_overflows
+        {
+            r.push(Reason::ImpliedOverflows {
+                worker: w.worker,
+                implied,
+                accounted: w.counts.accounted_overflows,
+            });
+        }
+    }
+    if let StopReason::OutputFailed(e) = side.stop {
+        r.push(Reason::OutputFailed(e.clone()));
+    }
+    if let Some(needed) = s.bisect_overflows_needed
+        && t.dropped_interrupts == 0
+        && t.accounted_overflows < needed
+    {
+        r.push(Reason::BisectTooFew {
+            measured: t.accounted_overflows,
+            needed,
+        });
+    }
+    let stops = t.stress.as_ref().map_or(0, |x| x.stops);
+    if let Some(needed) = s.bisect_stops_needed
+        && t.dropped_interrupts == 0
+        && stops < needed
+    {
+        r.push(Reason::BisectTooFewStops {
+            witnessed: stops,
+            needed,
+        });
+    }
+    r
+}
+
+fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
+    let (i, d) = (e.interrupts, e.deliveries);
+    let run = e.run;
+    let mut w = Vec::new();
+    if s.software {
+        w.push(Warning::SoftwareEvent);
+    }
+    if let Some(every) = s.inject_drop_every {
+        w.push(Warning::SelfTest { every });
+    }
+    if i.throttled > 0 {
+        w.push(Warning::Throttled(i.throttled));
+    }
+    if let Some((_, side)) = run
+        && let (Some(from), Some(to)) = side.max_sample_rate
+        && to < from
+    {
+        w.push(Warning::SampleRateLowered { from, to });
+    }
+    if i.rebased_in_handler > 0 {
+        w.push(Warning::RebasedInHandler(i.rebased_in_handler));
+    }
+    if i.count_wraps > 0 {
+        w.push(Warning::CountWraps(i.count_wraps));
+    }
+    if let Some((t, _)) = run
+        && let Some(p999) = t.interrupt_latency.p999
+        && p999 > 0.25
+    {
+        // Latency in a VM is time the vCPU did not run, not a fraction of
+        // the period: at this period the p99.9 is a quarter of it.
+        let suggested_period = (p999 * 4.0 * s.period as f64).ceil() as u64;
+        w.push(Warning::LateInterrupts {
+            p999,
+            suggested_period,
+        });
+    }
+    if d.sigio > 0 {
+        w.push(Warning::SignalQueueOverflow(d.sigio));
+    }
+    if i.lost_records > 0 {
+        w.push(Warning::LostRecords {
+            lost: i.lost_records,
+            unrecorded: d.unrecorded,
+        });
+    }
+    if d.coalesced > 0 {
+        w.push(Warning::Coalesced(d.coalesced));
+    }
+    if d.late_by_a_period > 0 {
+        w.push(Warning::LateSignals(d.late_by_a_period));
+    }
+    if i.timer_skips > 0 {
+        w.push(Warning::TimerSkips(i.timer_skips));
+    }
+    if let Some((t, side)) = run {
+        if s.migrates && t.migrations_requested == 0 {
+            w.push(Warning::NoMigration);
+        }
+        if !s.software
+            && side
+                .workers
                 .iter()
                 .any(|w| w.switch_witness != SwitchWitness::Counts)
         {
-            warnings.push(
-                "event stops were not witnessed with their counts (--switch-witness counts needs perf_event_paranoid <= 1 or CAP_PERFMON): a gap across a stop may be ambiguous".to_string(),
-            );
-        }
-
-        let mut inconclusive = Vec::new();
-        for w in &workers {
-            if let Some(s) = &w.stalled {
-                inconclusive.push(s.clone());
-            }
-        }
-        if totals.signals == 0 {
-            inconclusive.push("no overflow signal was received at all".to_string());
-        }
-        inconclusive.extend(stream_reasons(
-            i,
-            d,
-            totals.expected_coincidences,
-            cfg.event.software,
-        ));
-        let judge = cfg.judge_config();
-        let stress = totals.stress.clone().unwrap_or_default();
-        inconclusive.extend(stress_reasons(
-            &stress,
-            totals.dropped_interrupts,
-            judge.stops_needed,
-        ));
-        let ours = [
-            (
-                totals.signal_ring_overflows,
-                "handler records were lost (signal ring full)",
-            ),
-            (
-                totals.garbled_kernel_bytes,
-                "bytes of the kernel sample ring could not be parsed",
-            ),
-            (
-                record.stray_signals.0,
-                "overflow signals carried an unknown fd",
-            ),
-            (
-                record.stray_signals.1,
-                "SIGIOs arrived on a non-worker thread",
-            ),
-        ];
-        for (n, what) in ours {
-            if n > 0 {
-                inconclusive.push(format!("{n} {what}"));
-            }
-        }
-        if cfg.mode == RearmMode::Reset && totals.reordered_observations > 0 {
-            inconclusive.push(format!(
-                "{} observations reached the judge out of time order, so resets may be misplaced",
-                totals.reordered_observations
-            ));
-        }
-        for w in &workers {
-            if let Some(implied) = w.counts.implied_overflows
-                && implied != w.counts.accounted_overflows
-            {
-                inconclusive.push(format!(
-                    "worker {}: the final count implies {implied} overflows but the judge accounted for {} (a bug in pmustress: please report it with raw.csv.gz)",
-                    w.worker, w.counts.accounted_overflows
-                ));
-            }
-        }
-        if let StopReason::OutputFailed(e) = &record.stop_reason {
-            inconclusive.push(format!(
-                "the run stopped early because results could not be written: {e}"
-            ));
-        }
-        if let Some(b) = &cfg.bisect
-            && totals.dropped_interrupts == 0
-            && totals.accounted_overflows < b.overflows_needed
-        {
-            inconclusive.push(format!(
-                "bisect: only {} of the {} overflows needed were measured, too few to call this kernel good",
-                totals.accounted_overflows, b.overflows_needed
-            ));
-        }
-        if let Some(b) = &cfg.bisect
-            && totals.dropped_interrupts == 0
-            && stress.stops < b.stops_needed
-        {
-            inconclusive.push(format!(
-                "bisect: only {} of the {} stops needed were witnessed, too few to call this kernel good",
-                stress.stops, b.stops_needed
-            ));
-        }
-        let stress = StressSummary::new(
-            &stress,
-            totals.dropped_interrupts,
-            cfg.period,
-            cfg.cpus.len(),
-            record.elapsed_ns,
-        );
-        let (verdict, exit_status) = match record.stop_reason {
-            StopReason::Signal(sig) => (Verdict::Interrupted, 128 + sig),
-            _ if totals.dropped_interrupts > 0 => (Verdict::Dropped, EXIT_DROPPED),
-            _ if !inconclusive.is_empty() => (Verdict::Inconclusive, EXIT_CANNOT_TEST),
-            _ => (Verdict::Clean, EXIT_CLEAN),
-        };
-        RunResults {
-            schema_version: SCHEMA_VERSION,
-            tool: ToolInfo::this(),
-            argv,
-            config: cfg.clone(),
-            judge: Some(judge),
-            pseudo_nmi: fingerprint.pseudo_nmi().clone(),
-            fingerprint: serde_json::to_value(fingerprint).unwrap_or(serde_json::Value::Null),
-            elapsed_ns: record.elapsed_ns,
-            stop_reason: record.stop_reason.clone(),
-            injected: cfg.inject_drop_every.is_some(),
-            workers,
-            totals,
-            stray_signals: record.stray_signals,
-            max_sample_rate_before: record.max_sample_rate.0,
-            max_sample_rate_after: record.max_sample_rate.1,
-            anomalies: anomalies.iter().map(AnomalyRecord::from).collect(),
-            anomalies_not_recorded,
-            warnings,
-            inconclusive_because: inconclusive,
-            partial_files: Vec::new(),
-            stress: Some(stress),
-            verdict,
-            exit_status,
+            w.push(Warning::StopsNotWitnessed);
         }
     }
+    w
+}
+
+pub(crate) fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 { one } else { many }
 }
 
 /// "every 97th", "every 2nd".
@@ -391,3 +655,6 @@ fn ordinal(n: u64) -> String {
     };
     format!("{n}{suffix}")
 }
+
+#[cfg(test)]
+mod tests;

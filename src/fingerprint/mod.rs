@@ -41,9 +41,11 @@ pub use running_kernel::{
 use crate::fingerprint::cpu::{BranchEvent, CpuId, format_cpu_list};
 use read::Root;
 
-/// Bumped whenever a field changes meaning or disappears, so results written
-/// by different versions can be compared knowingly.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The fingerprint's own `schema_version` (run.json's is
+/// `domain::SCHEMA_VERSION`): bumped whenever a field changes meaning or
+/// disappears, so results written by different versions can be compared
+/// knowingly.
+pub const FINGERPRINT_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Fingerprint {
@@ -89,7 +91,7 @@ impl Fingerprint {
         let pseudo_nmi =
             pseudo_nmi::verdict(&kernel.arch, &kernel.cmdline, &kernel.config, &kernel.log);
         Fingerprint {
-            schema_version: SCHEMA_VERSION,
+            schema_version: FINGERPRINT_SCHEMA_VERSION,
             tool: Tool {
                 name: env!("CARGO_PKG_NAME"),
                 version: env!("CARGO_PKG_VERSION"),
@@ -596,7 +598,7 @@ mod tests {
         );
     }
 
-    /// The emulated PMU of /work/shared/arm64-qemu.md: no branch event, the
+    /// The emulated PMU of a QEMU arm64 guest: no branch event, the
     /// kernel already throttled, no config to look at.
     #[test]
     fn qemu_guest_without_config_is_disabled_from_the_boot_log() {
@@ -626,7 +628,7 @@ mod tests {
     fn json_has_schema_version_and_kebab_verdict() {
         let fp = fixture("debian-6.1-arm64-param-not-built");
         let j = json(&fp);
-        assert_eq!(j["schema_version"], SCHEMA_VERSION);
+        assert_eq!(j["schema_version"], FINGERPRINT_SCHEMA_VERSION);
         assert_eq!(j["pseudo_nmi"]["verdict"], "not-built");
         assert!(
             j["pseudo_nmi"]["evidence"]
@@ -738,6 +740,6 @@ mod tests {
         );
         assert!(!fp.cpus().is_empty());
         assert!(fp.knobs.rlimit_sigpending.value.is_some());
-        assert_eq!(json(&fp)["schema_version"], SCHEMA_VERSION);
+        assert_eq!(json(&fp)["schema_version"], FINGERPRINT_SCHEMA_VERSION);
     }
 }

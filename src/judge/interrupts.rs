@@ -11,7 +11,8 @@ An overflow is lost only where the event is stopped while it is pending (the
 stop clears the overflow flag): at a context switch, which the switch witness
 records with the event's count, or at the final DISABLE, whose count we read.
 The restart then applies the same two rules and ignores "overflowed", so the
-lost overflow's period is consumed silently (../shared/driver-rules.md).
+lost overflow's period is consumed silently (`armpmu_start` in Linux's
+drivers/perf/arm_pmu.c).
 
 With the count at every stop (the context-switch witness, user-mode counting)
 the replay of those rules is exact: one explanation of the stream. Where a

@@ -2,8 +2,8 @@
 The kinds of anomaly, in one place: what each means and what to do about it.
 
 Interrupt kinds come from the kernel's records alone; delivery kinds from the
-signals against them. Only `DroppedInterrupt` makes a run "bad";
-`Ambiguous` and `Unexplained` make it inconclusive.
+signals against them. Which totals make a run dropped or inconclusive is
+the verdict rule's to say (`evidence::verdict`), not the kinds'.
 */
 
 use serde::{Deserialize, Serialize};
@@ -114,18 +114,6 @@ impl AnomalyKind {
                 "pmustress itself failed (a counter read, a wrong-thread delivery): please report it"
             }
         }
-    }
-
-    /// Kinds that mean the run cannot be judged.
-    pub fn makes_inconclusive(&self) -> bool {
-        matches!(
-            self,
-            AnomalyKind::Ambiguous
-                | AnomalyKind::WitnessLost
-                | AnomalyKind::Unexplained
-                | AnomalyKind::UnmatchedSignal
-                | AnomalyKind::ToolError
-        )
     }
 }
 

@@ -27,6 +27,7 @@ where in the period they fell: what a clean verdict survived.
 pub mod deliveries;
 pub mod interrupts;
 pub mod kinds;
+#[cfg(feature = "testkit")]
 pub mod model;
 pub mod stats;
 pub mod stream;

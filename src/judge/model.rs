@@ -4,7 +4,8 @@ stream with its ground truth, for the property tests of the judge.
 
 It simulates one sampling event on a count axis (events counted in user mode:
 the count advances only while the thread runs) under the driver's rules
-(../shared/driver-rules.md):
+(`armpmu_event_set_period`, `armv8pmu_handle_irq`, `armv8pmu_disable_event`
+in Linux's drivers/perf):
 
 - The first overflow is due a period in (RESET + ENABLE). An overflow raises
   one flag; its interrupt is taken after a latency drawn from 0 to several

@@ -27,13 +27,18 @@ counter cannot meet it there. Every step of the handler after the siginfo
 decode is the same code; the decode, F_SETOWN_EX/F_SETSIG and the signal
 masks are what the software-clock tests in tests/ cover.
 
-The counter follows a driver's two re-arm rules (../shared/driver-rules.md)
-just far enough for the judge: each overflow event counts `count` events
+The counter follows a driver's two re-arm rules (the arm64 driver's
+`armpmu_event_set_period`) just far enough for the judge: each overflow event counts `count` events
 and has its next overflow due at `next_due`; an interrupt taken at `count`
 moves the due point a period on (rule 2), or a period past `count` when it
 came a period or more late (rule 1); RESET and the handler's re-arm start
 again from 0 with the next due a period in. A script says, per worker and
 step, where the counter goes and what the kernel does there (`Step`).
+
+The whole binary runs on it too, for tests/ only: with the test kit
+compiled in, `PMUSTRESS_TESTKIT_SCRIPT` names a JSON `Scripted` (the
+script, the fixture machine and the CPUs the run believes it has), and
+`pmustress run` plays it instead of opening real events.
 */
 
 use std::cell::{Cell, RefCell};
@@ -46,6 +51,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::{EventAttr, HandlerKernel, Kernel};
 use crate::engine::sample::{self, RingIds};
 use crate::engine::signal;
@@ -55,12 +62,13 @@ use crate::judge::Observation;
 /// time never looks unset).
 pub const START_NS: u64 = 1_000_000_000;
 
-/// How often a sleeping thread looks at its stop flag on its own: only
-/// when the run ends (no pause comes any more) does it need to.
-const STOP_POLL: Duration = Duration::from_millis(1);
+/// How often a thread sleeping in the fake looks at its stop flag on its
+/// own (the real kernel's is `kernel::STOP_POLL`): only when the run ends
+/// (no pause comes any more) does it need to.
+const FAKE_STOP_POLL: Duration = Duration::from_millis(1);
 
 /// What the kernel does for one worker at one step of its script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Step {
     /// The counter runs to its next due point and `late` events past it,
     /// where the kernel takes the overflow interrupt: a sample record with
@@ -100,7 +108,7 @@ impl Step {
 }
 
 /// What becomes of an interrupt's signal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Signal {
     /// Its handler runs on the owner thread `Script::signal_delay_ns`
     /// after the interrupt and reads the counter `Script::read_skid`
@@ -113,7 +121,8 @@ pub enum Signal {
 }
 
 /// One run's script and the machine it plays on.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Script {
     /// Time between two steps of a worker: its first step is this long
     /// after the start.
@@ -133,6 +142,10 @@ pub struct Script {
     pub open_panics: bool,
     /// perf_event_max_sample_rate.
     pub max_sample_rate: Option<u64>,
+    /// The watchdog's DISABLE comes while the owner's handler runs: every
+    /// signal still on its way is handled right after it (the race a
+    /// reset-mode re-arm must not win).
+    pub handlers_after_watchdog: bool,
 }
 
 impl Default for Script {
@@ -146,7 +159,36 @@ impl Default for Script {
             open_error: None,
             open_panics: false,
             max_sample_rate: Some(100_000),
+            handlers_after_watchdog: false,
         }
+    }
+}
+
+/// The variable that names a `Scripted` for the binary to play.
+pub const SCRIPT_ENV: &str = "PMUSTRESS_TESTKIT_SCRIPT";
+
+/// A whole `pmustress run` on the fake kernel: what tests/ write for
+/// `SCRIPT_ENV` to name.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Scripted {
+    /// The root of the machine the run reads its fingerprint from (a
+    /// fixture tree), so the event resolves the same on every host.
+    pub machine: std::path::PathBuf,
+    /// The CPUs the process may run on.
+    pub cpus: Vec<usize>,
+    pub script: Script,
+}
+
+impl Scripted {
+    /// The script `SCRIPT_ENV` names, if it names one. A file that cannot
+    /// be read is the test's bug: a panic that names it.
+    pub fn from_env() -> Option<Scripted> {
+        let path = std::env::var_os(SCRIPT_ENV)?;
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{SCRIPT_ENV}={}: {e}", path.display()));
+        let scripted = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{SCRIPT_ENV}={}: {e}", path.display()));
+        Some(scripted)
     }
 }
 
@@ -296,6 +338,26 @@ impl FakeKernel {
         Ok(())
     }
 
+    /// The signals still on their way to `fd`'s owner are handled now,
+    /// the event disabled: as a handler that had already started when the
+    /// watchdog's DISABLE came from the controller's thread would go on
+    /// (`Script::handlers_after_watchdog`).
+    fn handle_pending_signals(&self, fd: RawFd) -> io::Result<()> {
+        let mut st = self.sim.lock();
+        let key = st.event_of(fd)?;
+        let pending: Vec<(u64, u64)> = st
+            .timeline
+            .iter()
+            .filter(|(_, d)| matches!(d, Due::Signal { event, .. } if *event == key))
+            .map(|(at, _)| *at)
+            .collect();
+        for at in pending {
+            st.timeline.remove(&at);
+            st.deliver(key, false);
+        }
+        Ok(())
+    }
+
     pub fn new(script: Script) -> FakeKernel {
         let mut timeline = BTreeMap::new();
         let mut seq = 0;
@@ -410,7 +472,7 @@ impl Sim {
             }
             st = self
                 .wake
-                .wait_timeout(st, STOP_POLL)
+                .wait_timeout(st, FAKE_STOP_POLL)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
@@ -563,21 +625,25 @@ impl State {
         };
         match due {
             Due::Step(_, step) => self.step(worker, key, step),
-            Due::Signal { wrong_thread, .. } => {
-                let count = self.events[key].count + self.script.read_skid;
-                self.run_to(key, count);
-                self.log(worker).signals += 1;
-                let fd = self.events[key].fd;
-                let mut ctx = Handler::on_owner(self, key);
-                if wrong_thread {
-                    ctx.thread = super::current_thread();
-                }
-                // SAFETY: the owner drops its registration only after its
-                // DISABLE, which waits for this lock, and the event is
-                // still enabled: the registration outlives this call.
-                unsafe { signal::record_overflow(&ctx, fd, signal::POLL_IN) };
-            }
+            Due::Signal { wrong_thread, .. } => self.deliver(key, wrong_thread),
         }
+    }
+
+    /// An overflow signal to `key`'s owner: the handler's recording steps.
+    fn deliver(&mut self, key: usize, wrong_thread: bool) {
+        let worker = self.events[key].worker;
+        let count = self.events[key].count + self.script.read_skid;
+        self.run_to(key, count);
+        self.log(worker).signals += 1;
+        let fd = self.events[key].fd;
+        let mut ctx = Handler::on_owner(self, key);
+        if wrong_thread {
+            ctx.thread = super::current_thread();
+        }
+        // SAFETY: the owner drops its registration only after its own
+        // DISABLE, which waits for this lock, and the event is still open
+        // (`event_of` found it): the registration outlives this call.
+        unsafe { signal::record_overflow(&ctx, fd, signal::POLL_IN) };
     }
 
     fn step(&mut self, worker: usize, key: usize, step: Step) {
@@ -713,6 +779,7 @@ impl HandlerKernel for Handler<'_> {
         let key = st.event_of(event.as_raw_fd())?;
         let e = &mut st.events[key];
         let at_stop = e.count;
+        e.enabled = false;
         e.count = 0;
         e.next_due = period;
         e.period = period;
@@ -724,8 +791,18 @@ impl HandlerKernel for Handler<'_> {
     fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()> {
         let mut st = self.state.borrow_mut();
         let key = st.event_of(event.as_raw_fd())?;
+        st.events[key].enabled = true;
         let worker = st.events[key].worker;
         st.log(worker).calls.push(Call::Arm);
+        Ok(())
+    }
+
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        let mut st = self.state.borrow_mut();
+        let key = st.event_of(event.as_raw_fd())?;
+        st.events[key].enabled = false;
+        let worker = st.events[key].worker;
+        st.log(worker).calls.push(Call::Disable);
         Ok(())
     }
 }
@@ -810,7 +887,11 @@ impl Kernel for FakeKernel {
     }
 
     unsafe fn disable_by_number(&self, fd: RawFd) -> io::Result<()> {
-        self.disable_fd_number(fd)
+        self.disable_fd_number(fd)?;
+        if self.sim.lock().script.handlers_after_watchdog {
+            self.handle_pending_signals(fd)?;
+        }
+        Ok(())
     }
 
     fn read_count(&self, event: BorrowedFd<'_>) -> io::Result<Option<u64>> {

@@ -39,7 +39,7 @@ pub const STOP_POLL: Duration = Duration::from_millis(10);
 use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
 
-#[cfg(test)]
+#[cfg(feature = "testkit")]
 pub mod fake;
 
 // libc does not define these (fcntl.h / asm-generic/fcntl.h); identical on
@@ -413,6 +413,16 @@ impl Drop for SampleRing {
     }
 }
 
+/// The root the machine's fingerprint is read from: `/`, or the test
+/// kit's fixture machine when the run is scripted (`fake::SCRIPT_ENV`).
+pub fn machine_root() -> std::path::PathBuf {
+    #[cfg(feature = "testkit")]
+    if let Some(scripted) = fake::Scripted::from_env() {
+        return scripted.machine;
+    }
+    std::path::PathBuf::from("/")
+}
+
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no memory effects.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
@@ -471,6 +481,10 @@ pub fn move_thread(tid: libc::pid_t, cpu: usize) -> io::Result<()> {
 
 /// The CPUs the calling process may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    #[cfg(feature = "testkit")]
+    if let Some(scripted) = fake::Scripted::from_env() {
+        return Ok(scripted.cpus);
+    }
     // SAFETY: as in `move_thread`.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: sched_getaffinity writes one cpu_set_t of the size we pass.
@@ -685,6 +699,8 @@ pub trait HandlerKernel {
     /// Reset mode, second half: ENABLE, so the next overflow comes
     /// `period` events from here.
     fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()>;
+    /// DISABLE, after a re-arm the watchdog's DISABLE raced.
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()>;
 }
 
 /// The machine pmustress runs on.
@@ -831,6 +847,11 @@ impl HandlerKernel for Real {
     #[inline(always)]
     fn arm(&self, event: BorrowedFd<'_>) -> io::Result<()> {
         enable_fd(event)
+    }
+
+    #[inline(always)]
+    fn disable(&self, event: BorrowedFd<'_>) -> io::Result<()> {
+        disable_fd(event)
     }
 }
 

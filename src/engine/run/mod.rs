@@ -266,6 +266,11 @@ pub fn run(
     observer: &mut dyn Observer,
 ) -> Result<RunRecord> {
     kernel::fix_malloc_mmap_threshold();
+    #[cfg(feature = "testkit")]
+    if let Some(scripted) = kernel::fake::Scripted::from_env() {
+        let fake = kernel::fake::FakeKernel::new(scripted.script);
+        return run_on(&fake, cfg, stop_signal, observer);
+    }
     run_on(&Real, cfg, stop_signal, observer)
 }
 
@@ -647,6 +652,9 @@ fn watchdog<K: Kernel>(
             None
         };
         if let Some(reason) = reason {
+            // Before the DISABLE: a reset-mode handler that re-arms after
+            // it disables the event again.
+            l.slot.hold_disabled();
             let published = h.event_fd.lock().unwrap_or_else(|e| e.into_inner());
             if *published >= 0 {
                 // SAFETY: the worker publishes its event's fd while the

@@ -20,6 +20,11 @@ use crate::judge::AnomalyKind;
 const PERIOD: u64 = 100_000;
 const MS: u64 = 1_000_000;
 
+/// Reasons or warnings as run.json words them.
+fn words<T: ToString>(all: &[T]) -> Vec<String> {
+    all.iter().map(ToString::to_string).collect()
+}
+
 /// The verdict of a scripted run with nothing wrong: a few dozen
 /// overflows and stops are too few to call a machine clean (299 of each
 /// are needed), so it is inconclusive for those reasons, and those alone.
@@ -30,7 +35,7 @@ fn assert_clean_but_short(r: &RunResults) {
         "{:?}",
         r.inconclusive_because
     );
-    assert_eq!(r.inconclusive_because, short_reasons(r));
+    assert_eq!(words(&r.inconclusive_because), short_reasons(r));
 }
 
 /// "not enough overflows" and "not enough stops", with the run's numbers.
@@ -205,7 +210,7 @@ fn enough_overflows_and_stops_make_a_clean_verdict_that_says_its_sensitivity() {
     let steps = [Step::Switch { before_due: 99_000 }, Step::OVERFLOW];
     let out = run_fake(&cfg, Script::default().worker(steps.repeat(300)), &no_stop);
     let r = &out.results;
-    assert_eq!(r.inconclusive_because, Vec::<String>::new());
+    assert_eq!(words(&r.inconclusive_because), Vec::<String>::new());
     assert_eq!((r.verdict, r.exit_status), (Verdict::Clean, 0));
     let stress = r.totals.stress.as_ref().unwrap();
     assert_eq!((stress.stops, stress.moves), (300, 0));
@@ -576,7 +581,7 @@ fn a_throttled_event_is_throttled_not_dropped() {
         (10, 0, 10)
     );
     assert!(
-        r.warnings
+        words(&r.warnings)
             .iter()
             .any(|w| w.starts_with("the kernel throttled the event 1 time (")),
         "{:?}",
@@ -652,7 +657,7 @@ fn sigio_and_a_wrong_thread_are_delivery_faults_never_drops() {
     assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
     let [overflows, stops] = short_reasons(r);
     assert_eq!(
-        r.inconclusive_because,
+        words(&r.inconclusive_because),
         [
             overflows,
             "1 overflow signals landed on the wrong thread".to_string(),
@@ -682,7 +687,7 @@ fn counted_mode_stops_each_worker_once_its_signals_are_judged() {
     // 530 overflows, nothing wrong, but no stop: the loss happens at
     // stops, so this is no evidence of a clean machine.
     assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
-    assert_eq!(r.inconclusive_because, [not_enough_stops(r)]);
+    assert_eq!(words(&r.inconclusive_because), [not_enough_stops(r)]);
     let n = at / MS;
     for (i, w) in r.workers.iter().enumerate() {
         let c = &w.counts;
@@ -779,6 +784,59 @@ fn watchdog_stops_a_worker_that_runs_no_user_code() {
     );
     assert_eq!(r.stop_reason, StopReason::WorkersGone);
     assert_eq!((r.verdict, r.exit_status), (Verdict::Inconclusive, 125));
+}
+
+/// Reset mode: a handler that re-arms the event (DISABLE, RESET, PERIOD,
+/// record, ENABLE) while the watchdog disables it must leave it disabled:
+/// its ENABLE would otherwise re-arm a stalled worker's event. Here every
+/// signal on its way when the watchdog's DISABLE comes is handled right
+/// after it; each handler's ENABLE is followed by a DISABLE.
+#[test]
+fn a_reset_mode_handler_never_re_enables_what_the_watchdog_disabled() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--mode",
+        "reset",
+        "--duration",
+        "1s",
+        "--watchdog",
+        "50ms",
+    ]);
+    let mut steps = vec![Step::OVERFLOW; 12];
+    steps.push(Step::Stall);
+    steps.extend([Step::OVERFLOW; 100]);
+    let script = Script {
+        // Three interrupts' signals on their way at any time.
+        signal_delay_ns: 3 * MS,
+        handlers_after_watchdog: true,
+        ..Script::default()
+    }
+    .worker(steps);
+    let out = run_fake(&cfg, script, &no_stop);
+    let r = &out.results;
+    assert_eq!(r.stop_reason, StopReason::WorkersGone);
+    let calls = out.kernel.log(0).calls;
+    // Until it, each signal's re-arm is DISABLE-RESET-PERIOD and ENABLE.
+    let watchdog = calls
+        .iter()
+        .position(|c| *c == Call::Disable)
+        .expect("the watchdog's DISABLE");
+    let rearm = [Call::Disarm(PERIOD), Call::Arm, Call::Disable];
+    assert_eq!(
+        &calls[watchdog..],
+        [
+            &[Call::Disable][..],
+            &rearm,
+            &rearm,
+            &rearm,
+            &[Call::Disable],
+        ]
+        .concat(),
+        "{calls:?}"
+    );
 }
 
 #[test]

@@ -1,0 +1,257 @@
+//! The whole binary on the test kit's scripted fake kernel
+//! (`PMUSTRESS_TESTKIT_SCRIPT`, compiled only with the `testkit` feature
+//! that `cargo test` turns on): the command line, the run loop, the
+//! results directory and the exit status, with exact numbers and no real
+//! clock, PMU or scheduler in them.
+
+use std::path::Path;
+use std::process::{Command as Std, Output};
+
+use pmustress::engine::kernel::fake::{SCRIPT_ENV, Script, Scripted, Signal, Step};
+
+use crate::util::{is_root, pmustress, read_json, skipped};
+
+/// The Graviton2 the engine's own fake-kernel tests run on.
+const MACHINE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/fingerprint/graviton2-c6g-6.1-disabled"
+);
+
+/// `pmustress run --period 100000 --skid 1000 --cpus 0,1 --workers 1
+/// --migrate none ARGS --out OUT` on `script`.
+fn run_scripted(script: Script, args: &[&str], out: &Path) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("script.json");
+    let scripted = Scripted {
+        machine: MACHINE.into(),
+        cpus: vec![0, 1],
+        script,
+    };
+    std::fs::write(&path, serde_json::to_string(&scripted).unwrap()).unwrap();
+    pmustress()
+        .env(SCRIPT_ENV, &path)
+        .args([
+            "run",
+            "--period",
+            "100000",
+            "--skid",
+            "1000",
+            "--cpus",
+            "0,1",
+            "--workers",
+            "1",
+            "--migrate",
+            "none",
+        ])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// 300 interrupts on time, each signal delivered: enough overflows for a
+/// clean verdict, every one accounted for, exit 0, and the summary says
+/// so in as many words.
+#[test]
+fn a_scripted_run_is_clean_with_every_overflow_accounted_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let script = Script::default().worker([Step::OVERFLOW; 300]);
+    let out = run_scripted(script, &["--duration", "310ms"], &out_dir);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let r = read_json(&out_dir);
+    assert_eq!(r["verdict"], "clean");
+    assert_eq!(r["exit_status"], 0);
+    assert_eq!(r["stop_reason"], "duration");
+    assert_eq!(r["elapsed_ns"], 310_000_000);
+    let t = &r["totals"];
+    let got: Vec<u64> = [
+        "kernel_samples",
+        "signals",
+        "accounted_overflows",
+        "implied_overflows",
+        "dropped_interrupts",
+        "ambiguous",
+        "sigio",
+    ]
+    .iter()
+    .map(|k| t[k].as_u64().unwrap())
+    .collect();
+    assert_eq!(got, [300, 300, 300, 300, 0, 0, 0]);
+    assert_eq!(t["interrupts"]["on_time"], 300);
+    assert_eq!(t["deliveries"]["on_time"], 300);
+    // Interrupts 10 events late, read 100 later: the last read.
+    assert_eq!(r["workers"][0]["final_count"], 300 * 100_000 + 110);
+    assert_eq!(strings(&r["warnings"]), Vec::<String>::new());
+    assert_eq!(strings(&r["inconclusive_because"]), Vec::<String>::new());
+    assert!(
+        stdout.ends_with(&format!(
+            "verdict: clean: no dropped interrupt (exit 0)\nresults: {}\n",
+            out_dir.display()
+        )),
+        "{stdout}"
+    );
+}
+
+/// The realtime queue full once: the interrupt's signal comes as a plain
+/// SIGIO. A delivery fault, never a drop: counted, warned about, and the
+/// overflow accounted for by its sample.
+#[test]
+fn the_sigio_fallback_is_counted_and_never_a_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let mut steps = vec![Step::OVERFLOW; 150];
+    steps.push(Step::Overflow {
+        late: 10,
+        signal: Signal::Merged,
+    });
+    steps.push(Step::SigIo);
+    steps.extend([Step::OVERFLOW; 149]);
+    let script = Script::default().worker(steps);
+    let out = run_scripted(script, &["--duration", "310ms"], &out_dir);
+    let r = read_json(&out_dir);
+    let t = &r["totals"];
+    assert_eq!(
+        (
+            t["kernel_samples"].as_u64(),
+            t["accounted_overflows"].as_u64(),
+            t["dropped_interrupts"].as_u64(),
+            t["sigio"].as_u64(),
+            t["signals"].as_u64(),
+        ),
+        (Some(300), Some(300), Some(0), Some(1), Some(299)),
+        "{r:#}"
+    );
+    assert_eq!(
+        strings(&r["warnings"]),
+        [
+            "the realtime signal queue overflowed 1 times (plain SIGIO fallback): raise RLIMIT_SIGPENDING (ulimit -i)"
+        ]
+    );
+    assert_eq!(t["anomalies"]["signal-queue-overflow"], 1);
+    assert_eq!(
+        (r["verdict"].as_str(), out.status.code()),
+        (Some("clean"), Some(0))
+    );
+}
+
+/// A worker that stops running user code (livelocked in the kernel) is
+/// stopped by the watchdog: its event disabled, the run judged on what it
+/// measured, inconclusive with the worker named, 125.
+#[test]
+fn the_watchdog_stops_a_stalled_worker_and_the_run_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let mut steps = vec![Step::OVERFLOW; 12];
+    steps.push(Step::Stall);
+    steps.extend([Step::OVERFLOW; 100]);
+    let script = Script::default().worker(steps);
+    let out = run_scripted(
+        script,
+        &["--duration", "1s", "--watchdog", "50ms"],
+        &out_dir,
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    let r = read_json(&out_dir);
+    assert_eq!(r["stop_reason"], "workers-gone");
+    // Its last round was at 10 ms; signals kept coming until the
+    // watchdog's DISABLE at 65 ms.
+    assert_eq!(r["elapsed_ns"], 65_000_000);
+    let stalled =
+        "worker 0 ran no user code for 55 ms (livelocked in the kernel?): its event was disabled";
+    assert_eq!(r["workers"][0]["stalled"], stalled);
+    let reasons = strings(&r["inconclusive_because"]);
+    assert_eq!(reasons[0], stalled);
+    assert_eq!(r["verdict"], "inconclusive");
+    assert_eq!(r["totals"]["dropped_interrupts"], 0);
+}
+
+/// A tmpfs of `kib` KiB, unmounted on drop.
+struct TinyDisk {
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TinyDisk {
+    fn mount(kib: u64) -> Option<TinyDisk> {
+        if !is_root() {
+            skipped("mounting a tmpfs needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().ok()?;
+        let path = dir.path().join("disk");
+        std::fs::create_dir(&path).ok()?;
+        let ok = Std::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&path)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            skipped("cannot mount a tmpfs here");
+        }
+        ok.then_some(TinyDisk { path, _dir: dir })
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = Std::new("umount").arg(&self.path).status();
+    }
+}
+
+/// The disk fills while the run goes on: the run stops at once, keeps
+/// and judges what it measured, and says so; every overflow the kernel
+/// played before the stop is accounted for.
+#[test]
+fn a_full_disk_stops_a_scripted_run() {
+    // The 2 MiB the run reserves for its verdict, and a little for --raw.
+    let Some(disk) = TinyDisk::mount(2048 + 160) else {
+        return;
+    };
+    let out_dir = disk.path.join("r");
+    let script = Script {
+        step_ns: 100_000,
+        signal_delay_ns: 10_000,
+        ..Script::default()
+    }
+    .worker(vec![Step::OVERFLOW; 100_000]);
+    let out = run_scripted(script, &["--duration", "20s", "--raw"], &out_dir);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    let r = read_json(&out_dir);
+    assert_eq!(r["verdict"], "inconclusive");
+    let stop = r["stop_reason"]["output-failed"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(stop.contains("No space left on device"), "{r:#}");
+    let t = &r["totals"];
+    let samples = t["kernel_samples"].as_u64().unwrap();
+    assert!(
+        samples > 0 && samples < 100_000,
+        "the run stopped when the disk filled: {samples}"
+    );
+    assert_eq!(t["accounted_overflows"].as_u64(), Some(samples));
+    assert_eq!(t["dropped_interrupts"], 0);
+    // Every interrupt's signal was judged with it, or was on its way when
+    // the run stopped.
+    let d = &t["deliveries"];
+    assert_eq!(
+        d["signals"].as_u64().unwrap() + d["in_flight"].as_u64().unwrap(),
+        samples,
+        "{d:#}"
+    );
+    assert_eq!(d["on_time"], d["signals"]);
+}
