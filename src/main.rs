@@ -28,6 +28,23 @@ static ALLOCATOR: process::Allocator = process::Allocator;
 const STACK_BYTES: usize = 8 << 20;
 
 fn main() -> ExitCode {
+    // std reports a new thread's signal stack that cannot be allocated as
+    // a panic in that thread: it is running out of memory all the same.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed to allocate an alternative stack") {
+            process::out_of_memory_because(&[
+                b"a new thread's signal stack could not be allocated",
+            ]);
+        }
+        default_hook(info);
+    }));
     if process::stack_limit().is_some_and(|l| l < STACK_BYTES as u64) {
         let spawned = std::thread::Builder::new()
             .name("pmustress".into())

@@ -87,17 +87,38 @@ fn decimal(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
     }
 }
 
+/// Set by the first thread whose allocation failed.
+static OUT_OF_MEMORY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// A failed allocation of `size` bytes: see the module's doc.
 fn out_of_memory(size: usize) -> ! {
     let mut digits = [0u8; 20];
     let size = decimal(size, &mut digits);
+    out_of_memory_because(&[b"an allocation of ", size, b" bytes failed"])
+}
+
+/// Memory ran out (`what` says where): see the module's doc. Also for
+/// what std reports as a panic (a new thread's signal stack).
+pub fn out_of_memory_because(what: &[&[u8]]) -> ! {
+    // One thread says it and exits; another failing at the same time
+    // waits for that exit (it would find run.json renamed already and
+    // could exit first, its line without the one that says so).
+    if OUT_OF_MEMORY.swap(true, Ordering::SeqCst) {
+        loop {
+            // SAFETY: pause only waits for a signal.
+            unsafe { libc::pause() };
+        }
+    }
+    let part = |i: usize| what.get(i).copied().unwrap_or(b"");
     if let Some(status) = decided() {
         exit_now(
             status,
             &[
-                b"pmustress: out of memory (an allocation of ",
-                size,
-                b" bytes failed) after run.json was saved\n",
+                b"pmustress: out of memory (",
+                part(0),
+                part(1),
+                part(2),
+                b") after run.json was saved\n",
             ],
         );
     }
@@ -118,9 +139,11 @@ fn out_of_memory(size: usize) -> ! {
     exit_now(
         crate::domain::EXIT_CANNOT_TEST,
         &[
-            b"pmustress: cannot test here: out of memory: an allocation of ",
-            size,
-            b" bytes failed (the address-space limit, ulimit -v, or the machine's memory)",
+            b"pmustress: cannot test here: out of memory: ",
+            part(0),
+            part(1),
+            part(2),
+            b" (the address-space limit, ulimit -v, or the machine's memory)",
             recorded,
             b"\n",
         ],
