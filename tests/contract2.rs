@@ -551,7 +551,8 @@ fn replay_refuses_streams_that_are_not_a_runs() {
 #[test]
 fn report_names_a_run_json_that_is_not_a_file() {
     let dir = tempfile::tempdir().unwrap();
-    let make: [(&str, &dyn Fn(&Path)); 3] = [
+    type Make<'a> = &'a dyn Fn(&Path);
+    let make: [(&str, Make); 3] = [
         ("zero", &|p| {
             std::os::unix::fs::symlink("/dev/zero", p).unwrap()
         }),
