@@ -28,6 +28,16 @@ the kernel. `engine::run`'s watchdog makes the one `unsafe` call outside
 them (`Kernel::disable_by_number`, a DISABLE by fd number).
 */
 
+/// One line to stderr, a failure to write it ignored: `eprintln!` panics
+/// when stderr cannot be written (`2>/dev/full`), which turned a refusal
+/// into exit 101; the status must stay the one the line explains.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod cli;
 pub mod config;
 pub mod domain;

@@ -7,15 +7,67 @@ print and exit 0, a usage mistake is one line and 2), and
 library (src/lib.rs shows its layers).
 */
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use pmustress::cli::Cli;
 use pmustress::cli::commands::{dispatch, emit};
-use pmustress::domain::EXIT_USAGE;
+use pmustress::domain::{EXIT_CANNOT_TEST, EXIT_USAGE};
+use pmustress::engine::kernel::process;
+
+// A failed allocation is one line and 125 (run.json says why), never an
+// abort with a backtrace (`process`).
+#[global_allocator]
+static ALLOCATOR: process::Allocator = process::Allocator;
+
+/// The stack the command runs on: the main thread's when `ulimit -s`
+/// allows this much, else a thread's of this size (a thread's stack does
+/// not depend on the limit), so a tiny limit cannot overflow it.
+const STACK_BYTES: usize = 8 << 20;
 
 fn main() -> ExitCode {
+    // std reports a new thread's signal stack that cannot be allocated as
+    // a panic in that thread: it is running out of memory all the same.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed to allocate an alternative stack") {
+            process::out_of_memory_because(&[
+                b"a new thread's signal stack could not be allocated",
+            ]);
+        }
+        default_hook(info);
+    }));
+    if process::stack_limit().is_some_and(|l| l < STACK_BYTES as u64) {
+        let spawned = std::thread::Builder::new()
+            .name("pmustress".into())
+            .stack_size(STACK_BYTES)
+            .spawn(command);
+        return match spawned.map(|t| t.join()) {
+            Ok(Ok(status)) => status,
+            // The panic has printed its message.
+            Ok(Err(_)) => ExitCode::from(101),
+            Err(e) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "pmustress: cannot test here: cannot start a thread with a {} MiB stack (the stack limit, ulimit -s, is below it): {e}",
+                    STACK_BYTES >> 20
+                );
+                ExitCode::from(EXIT_CANNOT_TEST as u8)
+            }
+        };
+    }
+    command()
+}
+
+fn command() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -24,7 +76,10 @@ fn main() -> ExitCode {
             return ExitCode::from(emit(&text, 0) as u8);
         }
         Err(e) => {
-            eprintln!("{}", pmustress::cli::usage_line(&e));
+            let argv: Vec<_> = std::env::args_os().collect();
+            let line = pmustress::cli::invalid_utf8_line(&e, &argv)
+                .unwrap_or_else(|| pmustress::cli::usage_line(&e));
+            let _ = writeln!(std::io::stderr(), "{line}");
             return ExitCode::from(EXIT_USAGE as u8);
         }
     };

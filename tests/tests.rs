@@ -9,6 +9,7 @@ mod bisect;
 mod cli_properties;
 mod completions;
 mod contract;
+mod contract2;
 mod env;
 mod interrupt;
 mod matrix;

@@ -24,23 +24,9 @@ use crate::evidence::loaded_run::{self, LoadedRun};
 use crate::evidence::report;
 use crate::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
 use crate::evidence::results_dir::{OutError, ResultsDir};
+use crate::evidence::verdict::Warning;
 use crate::fingerprint::Fingerprint;
 use crate::judge::{Anomaly, ClosedWindow, Observation};
-
-/// Prints to stdout (control characters escaped), ignoring a closed pipe
-/// (`pmustress run | head`): a reader that went away must not cost us the
-/// results file.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let line = format!($($arg)*);
-        let _ = writeln!(
-            std::io::stdout().lock(),
-            "{}",
-            crate::evidence::report::escape_controls(&line)
-        );
-    }};
-}
 
 /// Appends a line to a command's output.
 macro_rules! put {
@@ -59,10 +45,14 @@ pub fn emit(text: &str, status: i32) -> i32 {
 
 pub fn emit_bytes(bytes: &[u8], status: i32) -> i32 {
     use std::io::Write as _;
+    if crate::engine::kernel::process::stdout_was_closed() {
+        errln!("pmustress: cannot write the output: stdout is closed");
+        return EXIT_CANNOT_TEST;
+    }
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            eprintln!("pmustress: cannot write the output: {e}");
+            errln!("pmustress: cannot write the output: {e}");
             EXIT_CANNOT_TEST
         }
         _ => status,
@@ -71,6 +61,9 @@ pub fn emit_bytes(bytes: &[u8], status: i32) -> i32 {
 
 /// Runs one subcommand and returns its exit status.
 pub fn dispatch(command: Command) -> i32 {
+    // A file past the size limit (ulimit -f) is then a failed write (EFBIG),
+    // handled as a full disk, not a kill by SIGXFSZ.
+    crate::engine::signal::ignore(libc::SIGXFSZ);
     match command {
         Command::Run(args) => run_command(&args),
         Command::Env(args) => env_command(&args),
@@ -97,13 +90,13 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         // A run.json that is not a run is the argument's fault (2), as in
         // report; a stream that cannot be judged is 125.
         if let Err(e) = crate::evidence::runfile::read(&args.path) {
-            eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
+            errln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
             return EXIT_USAGE;
         }
         let r = match replay::replay_dir(&args.path) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
+                errln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
                 return EXIT_CANNOT_TEST;
             }
         };
@@ -151,7 +144,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         return emit(&out, status);
     }
     let Some(period) = args.period else {
-        eprintln!(
+        errln!(
             "error: --period: replaying a bare stream ({}) needs its period, e.g. --period 100000 (or give a results directory)",
             args.path.display()
         );
@@ -171,7 +164,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
     let (r, truncated) = match replay::judge_file(&args.path, cfg) {
         Ok(judged) => judged,
         Err(e) => {
-            eprintln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
+            errln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
             return EXIT_CANNOT_TEST;
         }
     };
@@ -194,7 +187,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
 
 fn env_command(args: &EnvArgs) -> i32 {
     if !args.root.is_dir() {
-        eprintln!("error: --root: {} is not a directory", args.root.display());
+        errln!("error: --root: {} is not a directory", args.root.display());
         return EXIT_USAGE;
     }
     let fp = Fingerprint::collect(&args.root);
@@ -203,7 +196,7 @@ fn env_command(args: &EnvArgs) -> i32 {
         match serde_json::to_string_pretty(&fp) {
             Ok(s) => put!(out, "{s}"),
             Err(e) => {
-                eprintln!("error: serialising the fingerprint: {e}");
+                errln!("error: serialising the fingerprint: {e}");
                 return EXIT_CANNOT_TEST;
             }
         }
@@ -239,7 +232,7 @@ fn report_command(args: &ReportArgs) -> i32 {
     let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
         Ok(groups) => groups.into_iter().flatten().collect(),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return EXIT_USAGE;
         }
     };
@@ -248,7 +241,7 @@ fn report_command(args: &ReportArgs) -> i32 {
             let grouped = match groups::group(&runs, by) {
                 Ok(g) => g,
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    errln!("error: {e:#}");
                     return EXIT_USAGE;
                 }
             };
@@ -267,7 +260,7 @@ fn report_command(args: &ReportArgs) -> i32 {
     match text {
         Ok(text) => put!(out, "{}", text.trim_end()),
         Err(e) => {
-            eprintln!("error: serialising the report: {e}");
+            errln!("error: serialising the report: {e}");
             return EXIT_CANNOT_TEST;
         }
     }
@@ -280,7 +273,7 @@ fn report_command(args: &ReportArgs) -> i32 {
 fn unfinished_status(runs: &[LoadedRun]) -> i32 {
     match runs.iter().find(|r| !r.run.finished()) {
         Some(r) => {
-            eprintln!(
+            errln!(
                 "pmustress: {} did not finish (verdict incomplete): it has no verdict",
                 r.dir.display()
             );
@@ -300,13 +293,13 @@ fn compare_command(args: &CompareArgs) -> i32 {
     let groups = match loaded {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return EXIT_USAGE;
         }
     };
     // A killed run's counts are unknown, not zero.
     if let Some(r) = groups.iter().flatten().find(|r| !r.run.finished()) {
-        eprintln!(
+        errln!(
             "pmustress: cannot compare: {} did not finish (verdict incomplete), so its counts are unknown; leave it out",
             r.dir.display()
         );
@@ -322,7 +315,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return EXIT_USAGE;
         }
     };
@@ -359,7 +352,7 @@ pub const NO_PLOT: &str = "error: this pmustress was built without plotting (car
 
 #[cfg(not(feature = "plot"))]
 fn plot_command(_: &PlotArgs) -> i32 {
-    eprintln!("{NO_PLOT}");
+    errln!("{NO_PLOT}");
     EXIT_USAGE
 }
 
@@ -368,7 +361,7 @@ fn plot_command(args: &PlotArgs) -> i32 {
     let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
         Ok(groups) => groups.into_iter().flatten().collect(),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return EXIT_USAGE;
         }
     };
@@ -382,13 +375,13 @@ fn plot_command(args: &PlotArgs) -> i32 {
                 })
             });
             if full {
-                eprintln!(
+                errln!(
                     "pmustress: cannot write -o {}: {e:#}: free some space or choose another place; nothing was left behind",
                     args.output.path.display()
                 );
                 EXIT_CANNOT_TEST
             } else {
-                eprintln!(
+                errln!(
                     "error: -o {}: {e:#}; choose a path you can write to",
                     args.output.path.display()
                 );
@@ -401,7 +394,7 @@ fn plot_command(args: &PlotArgs) -> i32 {
 fn man_command() -> i32 {
     let mut page = Vec::new();
     if let Err(e) = crate::cli::manual::man_page(&mut page) {
-        eprintln!("error: rendering the man page: {e}");
+        errln!("error: rendering the man page: {e}");
         return EXIT_CANNOT_TEST;
     }
     emit_bytes(&page, 0)
@@ -453,8 +446,10 @@ fn run_command(args: &RunArgs) -> i32 {
     // away), SIGQUIT or SIGPIPE (our reader went away) stops the run and
     // keeps what was measured: final run.json, verdict, exit 128 + N. A
     // second one exits at once (not SIGPIPE: every later write to a closed
-    // pipe raises another). A SIGHUP ignored when we start (nohup) stays
-    // ignored.
+    // pipe raises another), leaving run.json incomplete; once the final
+    // run.json is written, any of them exits with the status it holds
+    // (`engine::signal::install_stop`). A SIGHUP ignored when we start
+    // (nohup) stays ignored.
     let mut stops: Vec<(i32, Arc<AtomicBool>)> = Vec::new();
     for sig in [
         libc::SIGINT,
@@ -467,15 +462,10 @@ fn run_command(args: &RunArgs) -> i32 {
             continue;
         }
         let flag = Arc::new(AtomicBool::new(false));
-        let second = if sig == libc::SIGPIPE {
-            Ok(())
-        } else {
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&flag))
-                .map(drop)
-        };
-        let registered = second.and_then(|()| signal_hook::flag::register(sig, Arc::clone(&flag)));
-        if let Err(e) = registered {
-            eprintln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
+        let installed =
+            crate::engine::signal::install_stop(sig, Arc::clone(&flag), sig != libc::SIGPIPE);
+        if let Err(e) = installed {
+            errln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
             return EXIT_CANNOT_TEST;
         }
         stops.push((sig, flag));
@@ -483,7 +473,7 @@ fn run_command(args: &RunArgs) -> i32 {
     let allowed = match kernel::allowed_cpus() {
         Ok(cpus) => cpus,
         Err(e) => {
-            eprintln!("pmustress: cannot test here: sched_getaffinity failed: {e}");
+            errln!("pmustress: cannot test here: sched_getaffinity failed: {e}");
             return EXIT_CANNOT_TEST;
         }
     };
@@ -492,21 +482,21 @@ fn run_command(args: &RunArgs) -> i32 {
     let mut cfg = match RunConfig::from_args(args, &allowed, &platform) {
         Ok(cfg) => cfg,
         Err(e @ ConfigError::Usage { .. }) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return EXIT_USAGE;
         }
         Err(e @ ConfigError::CannotTest(_)) => {
-            eprintln!("pmustress: {e}");
+            errln!("pmustress: {e}");
             return EXIT_CANNOT_TEST;
         }
     };
 
     match crate::engine::sigqueue::check_live(cfg.workers) {
         crate::engine::sigqueue::Check::Refuse(msg) => {
-            eprintln!("pmustress: cannot test here: {msg}");
+            errln!("pmustress: cannot test here: {msg}");
             return EXIT_CANNOT_TEST;
         }
-        crate::engine::sigqueue::Check::Warn(msg) => eprintln!("warning: {msg}"),
+        crate::engine::sigqueue::Check::Warn(msg) => errln!("warning: {msg}"),
         crate::engine::sigqueue::Check::Ok => {}
     }
 
@@ -517,36 +507,43 @@ fn run_command(args: &RunArgs) -> i32 {
             .map(|(sig, _)| *sig)
     };
 
-    let argv: Vec<String> = std::env::args().collect();
+    // Lossy: an argument that is not UTF-8 (a --baseline path) is recorded
+    // with U+FFFD rather than panicking.
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let files = match ResultsDir::create(&mut cfg, &argv, &fingerprint) {
         Ok(files) => files,
         Err(e @ OutError::Usage(_)) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return EXIT_USAGE;
         }
         Err(e @ OutError::CannotTest(_)) => {
-            eprintln!("pmustress: cannot test here: {e}");
+            errln!("pmustress: cannot test here: {e}");
             return EXIT_CANNOT_TEST;
         }
     };
     let cfg = cfg;
-    say!("{}", fingerprint.verdict_line());
-    say!("{}", console::banner(&cfg));
+    // From here the run loop only queues console lines (`console`): a
+    // blocked stdout never delays measuring or stopping.
+    let mut console = console::Console::new(cfg.max_anomaly_lines);
+    console.say(fingerprint.verdict_line());
+    console.say(console::banner(&cfg));
     if let Some(b) = &cfg.bisect {
         let per_stop = b.bad_rate_per_stop.map_or_else(String::new, |r| {
             format!(" and the rate per stop below {:.3} per million", r * 1e6)
         });
-        say!(
+        console.say(format!(
             "bisect: zero dropped interrupts in {} overflows and {} witnessed stops will show the rate is below {:.3} per million{per_stop} at {} confidence ({}); the run stops as bad at the first dropped interrupt",
             b.overflows_needed,
             b.stops_needed,
             b.bad_rate * 1e6,
             b.confidence,
             b.bad_rate_source
-        );
+        ));
     }
     let mut collect = Collect {
-        console: console::Console::new(cfg.max_anomaly_lines),
+        console,
         files,
         anomalies: Vec::new(),
         not_recorded: 0,
@@ -554,11 +551,12 @@ fn run_command(args: &RunArgs) -> i32 {
     let record = match run::run(&cfg, &stop_signal, &mut collect) {
         Ok(record) => record,
         Err(e) => {
-            collect.console.clear_progress();
             let cause = format!("{e:#}");
-            eprintln!("pmustress: cannot test here: {cause}");
-            if let Err(e) = collect.files.abandon(&cfg, &argv, &fingerprint, &cause) {
-                eprintln!(
+            let recorded = collect.files.abandon(&cfg, &argv, &fingerprint, &cause);
+            let _ = collect.console.finish();
+            errln!("pmustress: cannot test here: {cause}");
+            if let Err(e) = recorded {
+                errln!(
                     "pmustress: could not record the cause in {}: {e:#}",
                     cfg.out.display()
                 );
@@ -566,33 +564,79 @@ fn run_command(args: &RunArgs) -> i32 {
             return EXIT_CANNOT_TEST;
         }
     };
-    collect.console.clear_progress();
-    let mut results = RunResults::new(
-        &cfg,
-        argv,
-        &fingerprint,
-        &record,
-        collect.anomalies,
-        collect.not_recorded,
-    );
+    let Collect {
+        console,
+        files,
+        anomalies,
+        not_recorded,
+    } = collect;
+    let mut results = RunResults::new(&cfg, argv, &fingerprint, &record, anomalies, not_recorded);
+    let moved = files.moved_to();
+    if let Some(now) = &moved {
+        results.warnings.push(Warning::ResultsMoved {
+            to: now.display().to_string(),
+            from: cfg.out.display().to_string(),
+        });
+    }
     // Saved first, printed second: the verdict printed is the one on disk
     // and the exit status (a file cut short makes "clean" inconclusive, in
     // run.json too). Should run.json itself fail, it stays "incomplete"
     // and the status is not 0 either.
-    let saved = collect.files.finish(kernel::monotonic_ns(), &mut results);
+    let saved = files.finish(kernel::monotonic_ns(), &mut results);
     if let Err(e) = &saved {
         results.mark_unsaved(crate::evidence::results_dir::unsaved(&cfg.out, e));
+        // run.json is still the incomplete one: any status goes with it.
+        kernel::process::decide(results.exit_status);
     }
-    say!("{}", console::summary(&results).trim_end());
+    // The exit status is decided: only now may printing block.
+    let (dropped, mut failure) = console.finish();
+    let mut out = String::new();
+    if dropped > 0 {
+        put!(
+            out,
+            "({dropped} console lines not printed: stdout did not keep up; every anomaly is counted and saved)"
+        );
+    }
+    put!(out, "{}", console::summary(&results).trim_end());
+    let location = moved.as_deref().unwrap_or(&cfg.out);
+    if saved.is_ok() {
+        put!(out, "results: {}", location.display());
+    }
+    failure = failure.or_else(|| write_stdout(&out).err());
     if let Err(e) = saved {
-        eprintln!(
+        errln!(
             "pmustress: could not save all results in {}: {e:#}",
             cfg.out.display()
         );
-        return results.exit_status;
     }
-    say!("results: {}", cfg.out.display());
+    // The console is a copy of what the results directory holds: its loss
+    // is said, and the status stays the one run.json holds.
+    let lost = match failure {
+        Some(e) => Some(e.to_string()),
+        None if kernel::process::stdout_was_closed() => Some("stdout is closed".to_string()),
+        None => None,
+    };
+    if let Some(why) = lost {
+        errln!(
+            "pmustress: the console output was not written ({why}); the results are in {} (run.json has the verdict)",
+            location.display()
+        );
+    }
     results.exit_status
+}
+
+/// Writes `text` to stdout (control characters escaped): a reader that
+/// went away is not an error.
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(report::escape_controls(text).as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
 }
 
 #[cfg(test)]

@@ -68,31 +68,130 @@ pub fn anomaly_line(a: &Anomaly) -> String {
     line
 }
 
+/// What the console thread writes.
+enum Line {
+    /// A line to stdout.
+    Out(String),
+    /// The progress line on stderr (a terminal), redrawn in place.
+    Progress(String),
+    /// Clears the progress line.
+    Clear,
+}
+
+/// How many lines wait for the console thread before more are dropped
+/// (counted): a blocked stdout must not hold up the run.
+const QUEUED_LINES: usize = 1024;
+
+/// What the console thread could not do: the first failed write to stdout
+/// (a reader that went away is not one).
+type Failure = Option<std::io::Error>;
+
 /// Prints anomaly lines to stdout (up to a limit) and a progress line to
-/// stderr when it is a terminal.
+/// stderr when it is a terminal, from a thread of its own: the run loop
+/// only queues lines (dropping, and counting, what a blocked stdout cannot
+/// take), so a full pipe or a stopped terminal never delays a stop.
 pub struct Console {
     tty: bool,
     printed: u64,
     limit: u64,
     progress_shown: bool,
+    queue: Option<std::sync::mpsc::SyncSender<Line>>,
+    thread: Option<std::thread::JoinHandle<Failure>>,
+    /// Lines dropped because the queue was full.
+    dropped: u64,
 }
 
 impl Console {
     pub fn new(limit: u64) -> Console {
+        let (queue, lines) = std::sync::mpsc::sync_channel(QUEUED_LINES);
+        let thread = std::thread::Builder::new()
+            .name("console".into())
+            .spawn(move || write_lines(&lines));
+        // Without a thread, lines are written at once (and may block).
+        let (queue, thread) = match thread {
+            Ok(t) => (Some(queue), Some(t)),
+            Err(_) => (None, None),
+        };
         Console {
             tty: crate::engine::kernel::stderr_is_tty(),
             printed: 0,
             limit,
             progress_shown: false,
+            queue,
+            thread,
+            dropped: 0,
+        }
+    }
+
+    /// Queues a line for stdout; dropped (and counted) if the queue is full.
+    pub fn say(&mut self, line: String) {
+        self.send(Line::Out(line));
+    }
+
+    fn send(&mut self, line: Line) {
+        let Some(queue) = &self.queue else {
+            write_line(line, &mut None);
+            return;
+        };
+        match queue.try_send(line) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::TrySendError::Full(Line::Out(_))) => self.dropped += 1,
+            Err(_) => {}
         }
     }
 
     /// Clears the progress line before anything else is printed.
     pub fn clear_progress(&mut self) {
         if self.progress_shown {
-            eprint!("\r\x1b[2K");
+            self.send(Line::Clear);
             self.progress_shown = false;
         }
+    }
+
+    /// Waits until every queued line is written (this may block on a
+    /// blocked stdout: call it once the run's results are saved) and
+    /// returns how many lines were dropped and the first failed write.
+    pub fn finish(mut self) -> (u64, Failure) {
+        self.clear_progress();
+        drop(self.queue.take());
+        let failure = self.thread.take().and_then(|t| t.join().ok()).flatten();
+        (self.dropped, failure)
+    }
+}
+
+/// The console thread: writes lines until the queue closes.
+fn write_lines(lines: &std::sync::mpsc::Receiver<Line>) -> Failure {
+    // Overflow signals go to workers only (`engine::signal`).
+    let _ = crate::engine::kernel::set_signal_mask(&crate::engine::signal::worker_signals(), true);
+    let mut failure = None;
+    for line in lines {
+        write_line(line, &mut failure);
+    }
+    failure
+}
+
+fn write_line(line: Line, failure: &mut Failure) {
+    let result = match line {
+        Line::Out(text) => {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", crate::evidence::report::escape_controls(&text))
+                .and_then(|()| out.flush())
+        }
+        // The progress line is a courtesy: a failed write is not recorded.
+        Line::Progress(text) => {
+            let _ = write!(std::io::stderr(), "\r\x1b[2K{text}");
+            Ok(())
+        }
+        Line::Clear => {
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+            Ok(())
+        }
+    };
+    if let Err(e) = result
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+        && failure.is_none()
+    {
+        *failure = Some(e);
     }
 }
 
@@ -103,13 +202,9 @@ impl Observer for Console {
             return;
         }
         self.clear_progress();
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", anomaly_line(a));
+        self.say(anomaly_line(a));
         if self.printed == self.limit {
-            let _ = writeln!(
-                out,
-                "(further anomaly lines suppressed; all are counted and saved)"
-            );
+            self.say("(further anomaly lines suppressed; all are counted and saved)".to_string());
         }
     }
 
@@ -118,14 +213,14 @@ impl Observer for Console {
             return;
         }
         let secs = p.elapsed_ns as f64 / 1e9;
-        eprint!(
-            "\r\x1b[2K{secs:6.1}s  {:>8.0} interrupts/s  {:>7.0} stops/s  {:>8.0} moves/s  {} anomalies  {} dropped",
+        self.send(Line::Progress(format!(
+            "{secs:6.1}s  {:>8.0} interrupts/s  {:>7.0} stops/s  {:>8.0} moves/s  {} anomalies  {} dropped",
             p.signals as f64 / secs.max(1e-9),
             p.stops as f64 / secs.max(1e-9),
             p.moves as f64 / secs.max(1e-9),
             p.anomalies,
             p.dropped
-        );
+        )));
         self.progress_shown = true;
     }
 }

@@ -459,6 +459,60 @@ pub fn usage_line(e: &clap::Error) -> String {
     line
 }
 
+/// The line for an argument that is not UTF-8 (clap's says only "invalid
+/// UTF-8 was detected in one or more arguments"): which argument, and the
+/// flag it is the value of.
+pub fn invalid_utf8_line(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option<String> {
+    use clap::CommandFactory as _;
+    if e.kind() != clap::error::ErrorKind::InvalidUtf8 {
+        return None;
+    }
+    let (i, bad) = argv
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, a)| a.to_str().is_none())?;
+    let text = format!("{:?}", std::ffi::OsStr::new(bad));
+    // --flag=VALUE
+    let lossy = bad.to_string_lossy();
+    if let Some((flag, _)) = lossy.split_once('=')
+        && flag.starts_with('-')
+        && !flag.contains('\u{fffd}')
+    {
+        return Some(format!(
+            "error: invalid UTF-8 in the value of '{flag}': {text}; expected UTF-8 text (see pmustress --help)"
+        ));
+    }
+    // --flag VALUE, when that flag takes a value.
+    let cmd = Cli::command();
+    let sub = argv
+        .get(1)
+        .and_then(|s| s.to_str())
+        .and_then(|name| cmd.find_subcommand(name));
+    let previous = argv.get(i - 1).and_then(|p| p.to_str()).unwrap_or("");
+    let takes_value = sub.is_some_and(|sub| {
+        sub.get_arguments().any(|a| {
+            let named = previous
+                .strip_prefix("--")
+                .is_some_and(|l| a.get_long() == Some(l))
+                || (previous.len() == 2
+                    && previous
+                        .strip_prefix('-')
+                        .is_some_and(|s| a.get_short().map(String::from).as_deref() == Some(s)));
+            named && a.get_action().takes_values()
+        })
+    });
+    Some(if takes_value {
+        format!(
+            "error: invalid UTF-8 in the value of '{previous}': {text}; expected UTF-8 text (see pmustress --help)"
+        )
+    } else {
+        format!(
+            "error: invalid UTF-8 in argument {i}: {text}; expected UTF-8 text (see pmustress --help)"
+        )
+    })
+}
+
 /// A validated `--cpus` value (a newtype so clap takes it as one value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuList(pub Vec<usize>);

@@ -181,7 +181,11 @@ impl RunConfig {
         if cpus.is_empty() {
             return Err(usage("--cpus", "no CPU is available to this process"));
         }
-        if args.migrate != MigrateMode::None && cpus.len() < 2 {
+        // Too few CPUs named on the command line is its mistake (2); too
+        // few that this process may use (taskset, a cpuset, CPUs offline)
+        // is this machine's limit, found below (125).
+        let too_few_to_migrate = args.migrate != MigrateMode::None && cpus.len() < 2;
+        if too_few_to_migrate && args.cpus.is_some() {
             return Err(usage(
                 "--migrate",
                 format!(
@@ -225,6 +229,12 @@ impl RunConfig {
         let bisect = Bisect::plan(args)?;
         // Only now what this machine can do (125): every usage error (2)
         // is found first, before any event is looked up or opened.
+        if too_few_to_migrate {
+            return Err(ConfigError::CannotTest(format!(
+                "migrating needs at least 2 CPUs, and this process may use only CPU {} (taskset, a cpuset, or CPUs offline); run where 2 CPUs are available, or give --migrate none to run without moving",
+                format_cpus(&cpus)
+            )));
+        }
         let event =
             event::resolve(spec, platform, &cpus).map_err(|e| ConfigError::CannotTest(e.0))?;
         let (skid, skid_source) = match (args.skid, event.default_skid) {
@@ -391,6 +401,38 @@ mod tests {
             "--period"
         );
         assert!(check(&["--event", "task-clock", "--cpus", "1", "--migrate", "none"]).is_ok());
+    }
+
+    /// One CPU that this process may use, with no --cpus given (taskset,
+    /// a cpuset, the other CPUs offline), is this machine's limit: 125,
+    /// never 2 (git bisect run reads 2 as a bad commit).
+    #[test]
+    fn one_usable_cpu_is_a_machine_limit_not_a_usage_error() {
+        let one = |extra: &[&str]| RunConfig::from_args(&args(extra), &[0], &no_pmu());
+        let Err(ConfigError::CannotTest(m)) = one(&["--event", "task-clock"]) else {
+            panic!("expected cannot-test");
+        };
+        assert!(
+            m.contains("only CPU 0") && m.contains("--migrate none"),
+            "{m}"
+        );
+        assert!(one(&["--event", "task-clock", "--migrate", "none"]).is_ok());
+        // Named on the command line: its mistake.
+        assert!(matches!(
+            one(&["--event", "task-clock", "--cpus", "0"]),
+            Err(ConfigError::Usage {
+                flag: "--migrate",
+                ..
+            })
+        ));
+        // A usage error still comes first.
+        assert!(matches!(
+            one(&["--event", "task-clock", "--period", "1"]),
+            Err(ConfigError::Usage {
+                flag: "--period",
+                ..
+            })
+        ));
     }
 
     /// Usage errors come before what this machine can do: a bad

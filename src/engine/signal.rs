@@ -441,6 +441,41 @@ pub fn is_ignored(sig: libc::c_int) -> bool {
     }
 }
 
+/// Installs the handler of a stop signal (SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT, SIGPIPE): the first sets `stop` (the run stops and keeps what
+/// it measured); once the exit status is decided (`process::decide`, the
+/// final run.json), any of them ends the process with that status; before
+/// that, a second one (when `exit_on_second`) ends it with 128 + `sig`,
+/// leaving run.json incomplete.
+pub fn install_stop(
+    sig: libc::c_int,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    exit_on_second: bool,
+) -> std::io::Result<signal_hook::SigId> {
+    let action = move || {
+        if let Some(status) = kernel::process::decided() {
+            kernel::process::exit_now(status, &[]);
+        }
+        if stop.swap(true, Ordering::SeqCst) && exit_on_second {
+            kernel::process::exit_now(128 + sig, &[]);
+        }
+    };
+    // SAFETY: the action only loads and swaps atomics and calls _exit,
+    // all async-signal-safe; it allocates nothing and takes no lock.
+    unsafe { signal_hook::low_level::register(sig, action) }
+}
+
+/// Ignores `sig` from now on: SIGXFSZ, so that a file past the size limit
+/// (`ulimit -f`) fails its write with EFBIG, which the writers handle like
+/// a full disk, instead of the signal killing the process (153).
+pub fn ignore(sig: libc::c_int) {
+    // SAFETY: setting SIG_IGN installs no code; signal() only changes the
+    // disposition.
+    unsafe {
+        libc::signal(sig, libc::SIG_IGN);
+    }
+}
+
 pub fn overflow_signal() -> libc::c_int {
     libc::SIGRTMIN() + 1
 }

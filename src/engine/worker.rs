@@ -406,12 +406,20 @@ fn open_error(e: &std::io::Error, attr: &EventAttr) -> String {
             "perf_event_paranoid forbids it (needs <= 2 for user-only counting) or a seccomp/LSM policy blocks perf_event_open"
         }
         Some(libc::EINVAL) => "the kernel rejected the event attributes",
+        Some(libc::EMFILE) | Some(libc::ENFILE) => {
+            "out of file descriptors: raise the limit (ulimit -n) or give fewer --workers"
+        }
         _ => "",
     };
-    format!(
-        "perf_event_open(type {}, config {:#x}) failed: {e}; {hint}",
+    let mut line = format!(
+        "perf_event_open(type {}, config {:#x}) failed: {e}",
         attr.type_, attr.config
-    )
+    );
+    if !hint.is_empty() {
+        line.push_str("; ");
+        line.push_str(hint);
+    }
+    line
 }
 
 #[cfg(test)]

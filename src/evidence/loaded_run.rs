@@ -236,6 +236,9 @@ pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
     }
 }
 
+/// The longest anomalies.csv line read: a row is a few hundred bytes.
+const MAX_ANOMALY_LINE: u64 = 64 << 10;
+
 struct Anomalies {
     rows: Vec<AnomalyRecord>,
     count: u64,
@@ -256,7 +259,11 @@ fn read_anomalies(path: &Path) -> Result<Anomalies> {
         return Ok(out);
     }
     let (file, _) = crate::evidence::runfile::open_regular(path)?;
+    let file = crate::evidence::runfile::BoundedLines::new(file, MAX_ANOMALY_LINE);
     let mut r = csv::Reader::from_reader(std::io::BufReader::new(file));
+    // Read here: deserialize() would swallow an error in the header line.
+    r.headers()
+        .with_context(|| format!("reading {}", path.display()))?;
     for row in r.deserialize::<AnomalyRecord>() {
         let row = row.with_context(|| format!("reading {}", path.display()))?;
         out.count += 1;
@@ -280,7 +287,7 @@ pub const MAX_GROUP_DEPTH: usize = 4;
 pub fn expand(args: &[PathBuf]) -> Result<Vec<Vec<PathBuf>>> {
     args.iter()
         .map(|dir| {
-            if dir.join("run.json").is_file() {
+            if holds_run_json(dir) {
                 return Ok(vec![dir.clone()]);
             }
             let mut runs = Vec::new();
@@ -302,6 +309,14 @@ pub fn expand(args: &[PathBuf]) -> Result<Vec<Vec<PathBuf>>> {
         .collect()
 }
 
+/// Whether `dir` has a run.json of any kind: one that is not a regular
+/// file (a symlink to /dev/zero, a directory, a FIFO) is a results
+/// directory all the same, refused with its name when read
+/// (`runfile::read`), never taken for a group without one.
+fn holds_run_json(dir: &Path) -> bool {
+    dir.join("run.json").symlink_metadata().is_ok()
+}
+
 fn runs_below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir)?.flatten() {
         // file_type() does not follow symlinks: a link is never descended.
@@ -309,7 +324,7 @@ fn runs_below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
             continue;
         }
         let path = entry.path();
-        if path.join("run.json").is_file() {
+        if holds_run_json(&path) {
             out.push(path);
         } else if depth > 1 {
             // An unreadable subdirectory is not a run; the others still are.

@@ -13,7 +13,9 @@ given on the command line. Nothing is written unless asked.
 
 The stream is read as it was written: gzip members one after another, each
 whole; a run killed mid-write leaves a partial last member, which is
-reported and skipped, so everything before it still replays.
+reported and skipped, so everything before it still replays. Anything else
+is refused: a file that is not regular, a `.gz` that is not gzip, bytes
+after the last member that start no member, an overlong line.
 */
 
 use std::collections::BTreeMap;
@@ -22,7 +24,6 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use flate2::read::MultiGzDecoder;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -34,35 +35,141 @@ use crate::judge::{
     Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals, WorkerJudge,
 };
 
+/// The longest line read from a stream: a row is under 200 bytes, so a
+/// longer one is not a stream pmustress wrote (a 300 MB line was held
+/// whole).
+pub const MAX_STREAM_LINE: u64 = 64 << 10;
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
 /// Reads a stream, gzip (one or more members) or plain CSV, and hands each
 /// observation to `row` as it is read: a day-long run's stream replays in
 /// the memory of its judges, not of its rows. Returns why reading stopped
 /// before the end of the file, if it did.
+///
+/// Only a regular file is read (a FIFO or a device is refused without
+/// waiting on it), a `.gz` file must be gzip, and what follows the last
+/// whole member must be the start of one (a member cut short by a kill),
+/// not anything else.
 pub fn read_stream(path: &Path, row: impl FnMut(Row)) -> Result<Option<String>> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut magic = [0u8; 2];
-    let n = file.read(&mut magic).context("reading the stream")?;
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let reader: Box<dyn BufRead> = if n == 2 && magic == [0x1f, 0x8b] {
-        Box::new(BufReader::new(MultiGzDecoder::new(BufReader::new(file))))
+    let (file, _) = crate::evidence::runfile::open_regular(path)?;
+    let name = path.display().to_string();
+    let mut input = BufReader::new(file);
+    let head = input
+        .fill_buf()
+        .with_context(|| format!("reading {name}"))?;
+    let gzip = head.starts_with(&GZIP_MAGIC);
+    if !head.is_empty() && !gzip && path.extension().is_some_and(|x| x == "gz") {
+        bail!(
+            "{name} is not gzip (it does not start with the bytes 1f 8b): not a stream pmustress wrote"
+        );
+    }
+    if gzip {
+        parse_stream(
+            BufReader::new(Members {
+                part: Some(Part::Between(input)),
+            }),
+            &name,
+            row,
+        )
     } else {
-        Box::new(BufReader::new(file))
-    };
-    parse_stream(reader, &path.display().to_string(), row)
+        parse_stream(input, &name, row)
+    }
+}
+
+/// What follows the last whole gzip member and is not the start of
+/// another.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{0} bytes after the last whole gzip member are not gzip (from byte {1}): not what pmustress writes"
+)]
+struct NotGzip(u64, u64);
+
+enum Part {
+    Between(BufReader<std::fs::File>),
+    In(flate2::bufread::GzDecoder<BufReader<std::fs::File>>),
+}
+
+/// The decompressed bytes of gzip members one after another (each
+/// consumes exactly its own bytes), refusing anything between or after
+/// them that does not start a member.
+struct Members {
+    part: Option<Part>,
+}
+
+impl Read for Members {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::Seek as _;
+        loop {
+            match self.part.take() {
+                None => return Ok(0),
+                Some(Part::In(mut member)) => match member.read(buf) {
+                    Ok(0) if !buf.is_empty() => {
+                        self.part = Some(Part::Between(member.into_inner()));
+                    }
+                    result => {
+                        self.part = Some(Part::In(member));
+                        return result;
+                    }
+                },
+                Some(Part::Between(mut input)) => {
+                    let head = input.fill_buf()?;
+                    // A lone 0x1f at the end: a member cut after its
+                    // first byte, which the decoder reports as cut short.
+                    let member = head.starts_with(&GZIP_MAGIC) || head == [0x1f];
+                    if head.is_empty() || !member {
+                        let garbage = (!head.is_empty()).then(|| {
+                            let at = input.stream_position().unwrap_or(0);
+                            let len = input.get_ref().metadata().map_or(0, |m| m.len());
+                            NotGzip(len.saturating_sub(at), at)
+                        });
+                        self.part = Some(Part::Between(input));
+                        return match garbage {
+                            Some(g) => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, g)),
+                            None => Ok(0),
+                        };
+                    }
+                    self.part = Some(Part::In(flate2::bufread::GzDecoder::new(input)));
+                }
+            }
+        }
+    }
 }
 
 fn parse_stream(
-    reader: impl BufRead,
+    mut reader: impl BufRead,
     name: &str,
     mut row: impl FnMut(Row),
 ) -> Result<Option<String>> {
-    for (i, line) in reader.lines().enumerate() {
+    let mut line = Vec::new();
+    for i in 0.. {
+        line.clear();
+        let read = (&mut reader)
+            .take(MAX_STREAM_LINE + 1)
+            .read_until(b'\n', &mut line);
         // A line cut by the end of a partial member is an error here: only
         // whole lines are judged.
-        let line = match line {
-            Ok(l) => l,
+        match read {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.get_ref().is_some_and(|inner| inner.is::<NotGzip>()) => {
+                bail!("{name}: {e}")
+            }
             Err(e) => return Ok(Some(format!("{name}: stopped after line {i}: {e}"))),
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        } else if line.len() as u64 > MAX_STREAM_LINE {
+            bail!(
+                "{name}: line {} is longer than {MAX_STREAM_LINE} bytes: not a stream pmustress wrote",
+                i + 1
+            );
+        }
+        let Ok(line) = std::str::from_utf8(&line) else {
+            bail!("{name}: line {} is not UTF-8 text", i + 1);
         };
         if i == 0 {
             if line.trim_end() != HEADER {
@@ -74,6 +181,14 @@ fn parse_stream(
             continue;
         }
         match line.parse::<Row>() {
+            // One judge per worker: a number past what a run can have
+            // would make the judges, not the rows, the memory.
+            Ok(r) if r.worker >= crate::engine::signal::MAX_WORKERS => bail!(
+                "{name}: line {}: worker {} (a run has at most {} workers)",
+                i + 1,
+                r.worker,
+                crate::engine::signal::MAX_WORKERS
+            ),
             Ok(r) => row(r),
             Err(e) => bail!("{name}: line {}: {e}", i + 1),
         }

@@ -24,11 +24,16 @@ A results directory is written by one run only: a default name is made
 unique (milliseconds, then `-2`, `-3`... by an atomic mkdir), an `--out`
 that already holds a run's files is refused unless `--replace` (other
 files, such as a wrapper's log, are left alone), and the directory
-is locked (flock) for as long as the run writes.
+is locked (flock) for as long as the run writes. Every file is created,
+renamed and removed relative to the directory opened at the start (a
+descriptor, `*at` calls), not by its path: a directory renamed or replaced
+while the run writes (`mv out out.old; pmustress run --out out`) keeps each
+run's files together, and the run says where its results went.
 */
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +49,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 
 use crate::config::RunConfig;
+use crate::engine::kernel::process;
 use crate::evidence::results::{AnomalyRecord, RunStarted, anomaly_columns};
 use crate::fingerprint::Fingerprint;
 use crate::judge::stream::{self, Row};
@@ -55,7 +61,7 @@ const FLUSH_EVERY_NS: u64 = 1_000_000_000;
 /// fingerprint fit well inside), so a disk that fills up during the run
 /// still gets its verdict written.
 pub const RESERVE_BYTES: usize = 2 << 20;
-const RESERVE_NAME: &str = ".reserve-for-run.json";
+const RESERVE_NAME: &str = process::RESERVE;
 
 /// The name of a default results directory: `<UTC time>-<host>-<event>`.
 pub fn default_dir_name(now: SystemTime, host: &str, event: &str) -> String {
@@ -109,6 +115,92 @@ pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// The results directory as opened (and locked) when the run claimed it:
+/// files are created, renamed and removed relative to this descriptor.
+pub struct Dir {
+    /// The directory itself, flocked for as long as the run writes.
+    fd: File,
+    /// The path it had when claimed.
+    path: PathBuf,
+}
+
+impl Dir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Creates (or truncates) `name` for writing.
+    fn create(&self, name: &str) -> io::Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )?;
+        Ok(File::from(fd))
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        Ok(rustix::fs::unlinkat(
+            &self.fd,
+            name,
+            rustix::fs::AtFlags::empty(),
+        )?)
+    }
+
+    /// `write_atomically`, in this directory.
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let tmp = format!(".{name}.tmp");
+        let write = || -> io::Result<()> {
+            let mut f = self.create(&tmp)?;
+            f.write_all(bytes)?;
+            f.sync_all()
+        };
+        if let Err(e) = write() {
+            let _ = self.remove(&tmp);
+            return Err(e).with_context(|| format!("writing {}", self.path.join(&tmp).display()));
+        }
+        rustix::fs::renameat(&self.fd, tmp.as_str(), &self.fd, name).map_err(|e| {
+            let _ = self.remove(&tmp);
+            anyhow::Error::new(io::Error::from(e)).context(format!(
+                "renaming {} to {name}",
+                self.path.join(&tmp).display()
+            ))
+        })
+    }
+
+    fn write_json_atomically<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
+        let mut text =
+            serde_json::to_string_pretty(value).with_context(|| format!("serialising {name}"))?;
+        text.push('\n');
+        self.write_atomically(name, text.as_bytes())
+    }
+
+    /// Where the directory is now, when its path no longer names it (it
+    /// was renamed, removed or replaced while the run wrote it).
+    pub fn moved_to(&self) -> Option<PathBuf> {
+        let ours = rustix::fs::fstat(&self.fd).ok()?;
+        let same = rustix::fs::stat(&self.path)
+            .is_ok_and(|now| (now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino));
+        if same {
+            return None;
+        }
+        use std::os::fd::AsRawFd as _;
+        Some(
+            std::fs::read_link(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+                .unwrap_or_else(|_| PathBuf::from("(unknown)")),
+        )
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        // A failed allocation must not rename in a closed descriptor.
+        process::forget_results_dir();
+    }
+}
+
 /// A file that is never written again after its first failed write (so a
 /// buffer retried by BufWriter or csv, or flushed on drop once space is
 /// back, cannot duplicate rows), nor after any file of the same run failed
@@ -128,12 +220,12 @@ pub struct Guarded {
 }
 
 impl Guarded {
-    fn create(path: &Path, stopped: &Arc<AtomicBool>) -> Result<Guarded> {
+    fn create(dir: &Dir, name: &str, stopped: &Arc<AtomicBool>) -> Result<Guarded> {
         Ok(Guarded {
-            file: File::create(path).with_context(|| format!("creating {}", path.display()))?,
-            name: path
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            file: dir
+                .create(name)
+                .with_context(|| format!("creating {}", dir.path.join(name).display()))?,
+            name: name.to_string(),
             written: 0,
             complete: 0,
             failed: false,
@@ -142,10 +234,10 @@ impl Guarded {
         })
     }
 
-    fn create_binary(path: &Path, stopped: &Arc<AtomicBool>) -> Result<Guarded> {
+    fn create_binary(dir: &Dir, name: &str, stopped: &Arc<AtomicBool>) -> Result<Guarded> {
         Ok(Guarded {
             lines: false,
-            ..Guarded::create(path, stopped)?
+            ..Guarded::create(dir, name, stopped)?
         })
     }
 
@@ -219,7 +311,9 @@ pub enum OutError {
 fn environmental(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::ENOSPC | libc::EDQUOT | libc::EMFILE | libc::ENFILE | libc::ENOMEM)
+        Some(
+            libc::ENOSPC | libc::EDQUOT | libc::EFBIG | libc::EMFILE | libc::ENFILE | libc::ENOMEM
+        )
     )
 }
 
@@ -227,6 +321,8 @@ fn out_error(what: String, e: &io::Error) -> OutError {
     if environmental(e) {
         let fix = if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
             "free some space or choose another --out"
+        } else if e.raw_os_error() == Some(libc::EFBIG) {
+            "raise the file size limit (ulimit -f)"
         } else {
             "raise the limit (ulimit -n) or close files"
         };
@@ -236,24 +332,34 @@ fn out_error(what: String, e: &io::Error) -> OutError {
     }
 }
 
-/// Files a run writes, which `--replace` removes first.
+/// Every file a run writes: a directory holding any of them holds a run
+/// (refused unless `--replace`, which removes them first).
+const WRITTEN: &[&str] = &[
+    "run.json",
+    "raw.csv.gz",
+    "anomalies.csv",
+    "deltas.csv",
+    "deltas.hgrm",
+    RESERVE_NAME,
+    process::OOM_RUN_JSON,
+];
+
+/// Whether a run writes a file of this name (the `WRITTEN` ones, their
+/// temporary files, the histogram logs).
 fn is_result_file(name: &str) -> bool {
-    matches!(
-        name,
-        "run.json"
-            | "anomalies.csv"
-            | "deltas.csv"
-            | "deltas.hgrm"
-            | RESERVE_NAME
-            | ".run.json.tmp"
-            | ".deltas.hgrm.tmp"
-    ) || (name.starts_with("hist-worker") && name.ends_with(".hlog"))
+    let temporary = name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .is_some_and(|n| WRITTEN.contains(&n));
+    WRITTEN.contains(&name)
+        || temporary
+        || (name.starts_with("hist-worker") && name.ends_with(".hlog"))
 }
 
 /// Creates (or takes) the results directory and locks it for this run.
 /// `given`: the user named it (--out); else it is a default name, made
 /// unique with a suffix if another run took it first.
-pub fn claim(dir: &Path, given: bool, replace: bool) -> Result<(PathBuf, File), OutError> {
+pub fn claim(dir: &Path, given: bool, replace: bool) -> Result<Dir, OutError> {
     let dir = if given {
         std::fs::create_dir_all(dir)
             .map_err(|e| out_error(format!("cannot create {}", dir.display()), &e))?;
@@ -318,7 +424,10 @@ pub fn claim(dir: &Path, given: bool, replace: bool) -> Result<(PathBuf, File), 
                 .map_err(|e| out_error(format!("cannot remove {}", path.display()), &e))?;
         }
     }
-    Ok((dir, lock))
+    Ok(Dir {
+        fd: lock,
+        path: dir,
+    })
 }
 
 struct HistogramLog {
@@ -380,9 +489,8 @@ impl RawStream {
 }
 
 pub struct ResultsDir {
-    dir: PathBuf,
     /// The directory, flocked for as long as this run writes it.
-    _lock: File,
+    dir: Dir,
     stream: RawStream,
     anomalies: csv::Writer<BufWriter<Guarded>>,
     raw: Option<csv::Writer<BufWriter<Guarded>>>,
@@ -398,36 +506,43 @@ pub struct ResultsDir {
     failed: Option<String>,
 }
 
-fn create(path: &Path, stopped: &Arc<AtomicBool>) -> Result<BufWriter<Guarded>> {
-    Ok(BufWriter::new(Guarded::create(path, stopped)?))
+fn create(dir: &Dir, name: &str, stopped: &Arc<AtomicBool>) -> Result<BufWriter<Guarded>> {
+    Ok(BufWriter::new(Guarded::create(dir, name, stopped)?))
+}
+
+/// What run.json says when an allocation fails (`process`).
+const OUT_OF_MEMORY: &str = "out of memory: an allocation failed (the address-space limit, ulimit -v, or the machine's memory)";
+
+/// Fills `name` with `bytes` zeros, a block at a time (no 2 MiB buffer).
+fn reserve(dir: &Dir, name: &str, bytes: usize) -> io::Result<()> {
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    let mut f = dir.create(name)?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(ZEROS.len());
+        f.write_all(&ZEROS[..n])?;
+        left -= n;
+    }
+    f.sync_all()
 }
 
 impl ResultsDir {
     /// Claims the directory (see `claim`) and creates its files before
     /// measuring, so an unwritable path or a full disk is reported before
     /// any work is done. `cfg.out` is updated to the directory used.
+    ///
+    /// run.json comes first, so a run killed at any moment leaves one;
+    /// then the copy a failed allocation renames over it (`process`), the
+    /// reserve for the final run.json, and the files the run writes.
     pub fn create(
         cfg: &mut RunConfig,
         argv: &[String],
         machine: &Fingerprint,
     ) -> Result<ResultsDir, OutError> {
-        let (dir, lock) = claim(&cfg.out, cfg.out_given, cfg.replace)?;
-        cfg.out = dir.clone();
-        let dir = dir.as_path();
+        let dir = claim(&cfg.out, cfg.out_given, cfg.replace)?;
+        cfg.out = dir.path.clone();
         let cfg = &*cfg;
         let started = SystemTime::now();
-        let reserve = dir.join(RESERVE_NAME);
-        std::fs::write(&reserve, vec![0u8; RESERVE_BYTES]).map_err(|e| {
-            let _ = std::fs::remove_file(&reserve);
-            out_error(
-                format!(
-                    "cannot reserve {} MiB for the final run.json in {}",
-                    RESERVE_BYTES >> 20,
-                    dir.display()
-                ),
-                &e,
-            )
-        })?;
         let started_unix_s = started
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -439,72 +554,103 @@ impl ResultsDir {
                     |io| io::Error::from_raw_os_error(io.raw_os_error().unwrap_or(libc::EIO)),
                 )
         };
-        let fail = |e: anyhow::Error| {
+        let fail = |dir: &Dir, e: anyhow::Error| {
             // The files start_files opened are closed by now: room to say
             // why in run.json when the machine is at fault (125); a path
             // at fault (2) keeps no run.json of ours.
-            let _ = std::fs::remove_file(dir.join(RESERVE_NAME));
-            let err = out_error(format!("cannot write in {}", dir.display()), &io_of(&e));
+            process::forget_results_dir();
+            let _ = dir.remove(RESERVE_NAME);
+            let _ = dir.remove(process::OOM_RUN_JSON);
+            let err = out_error(
+                format!("cannot write in {}: {e}", dir.path.display()),
+                &io_of(&e),
+            );
             if let OutError::CannotTest(cause) = &err {
-                let _ = write_json_atomically(
-                    dir,
+                process::decide(crate::domain::EXIT_CANNOT_TEST);
+                let _ = dir.write_json_atomically(
                     "run.json",
                     &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.clone()),
                 );
             } else {
-                let _ = std::fs::remove_file(dir.join("run.json"));
+                let _ = dir.remove("run.json");
             }
             err
         };
-        Self::start_files(dir, cfg, argv, machine, started, started_unix_s, lock).map_err(fail)
+        let prepared = (|| -> Result<()> {
+            dir.write_json_atomically(
+                "run.json",
+                &RunStarted::going(cfg, argv, machine, started_unix_s),
+            )?;
+            dir.write_json_atomically(
+                process::OOM_RUN_JSON,
+                &RunStarted::never_started(
+                    cfg,
+                    argv,
+                    machine,
+                    started_unix_s,
+                    OUT_OF_MEMORY.to_string(),
+                ),
+            )?;
+            process::on_oom_rename_in(dir.fd.as_fd());
+            reserve(&dir, RESERVE_NAME, RESERVE_BYTES).with_context(|| {
+                format!(
+                    "cannot reserve {} MiB for the final run.json",
+                    RESERVE_BYTES >> 20
+                )
+            })
+        })();
+        if let Err(e) = prepared {
+            return Err(fail(&dir, e));
+        }
+        Self::start_files(dir, cfg, started).map_err(|(dir, e)| fail(&dir, e))
     }
 
     fn start_files(
-        dir: &Path,
+        dir: Dir,
         cfg: &RunConfig,
-        argv: &[String],
-        machine: &Fingerprint,
         started: SystemTime,
-        started_unix_s: u64,
-        lock: File,
-    ) -> Result<ResultsDir> {
-        let raw = cfg.raw;
-        write_json_atomically(
-            dir,
-            "run.json",
-            &RunStarted::going(cfg, argv, machine, started_unix_s),
-        )?;
+    ) -> Result<ResultsDir, (Dir, anyhow::Error)> {
         // Headers are written by hand so that a run without rows still has them.
         let csv_writer = |f| csv::WriterBuilder::new().has_headers(false).from_writer(f);
         let stopped = Arc::new(AtomicBool::new(false));
-        let anomalies = csv_writer(create(&dir.join("anomalies.csv"), &stopped)?);
-        let mut stream = RawStream::new(Guarded::create_binary(&dir.join("raw.csv.gz"), &stopped)?);
-        stream.pending.push_str(stream::HEADER);
-        stream.pending.push('\n');
-        let raw = if raw {
-            Some(csv_writer(create(&dir.join("deltas.csv"), &stopped)?))
-        } else {
-            None
+        let opened = (|| -> Result<_> {
+            let anomalies = csv_writer(create(&dir, "anomalies.csv", &stopped)?);
+            let mut stream = RawStream::new(Guarded::create_binary(&dir, "raw.csv.gz", &stopped)?);
+            stream.pending.push_str(stream::HEADER);
+            stream.pending.push('\n');
+            let raw = if cfg.raw {
+                Some(csv_writer(create(&dir, "deltas.csv", &stopped)?))
+            } else {
+                None
+            };
+            let mut hlogs = Vec::with_capacity(cfg.workers);
+            for w in 0..cfg.workers {
+                let name = format!("hist-worker{w}.hlog");
+                hlogs.push(HistogramLog {
+                    file: create(&dir, &name, &stopped)?,
+                    path: dir.path.join(name),
+                    interval: Histogram::new(3).context("creating a histogram")?,
+                    serializer: V2DeflateSerializer::new(),
+                    header_written: false,
+                });
+            }
+            Ok((anomalies, stream, raw, hlogs))
+        })();
+        let (anomalies, stream, raw, hlogs) = match opened {
+            Ok(files) => files,
+            Err(e) => return Err((dir, e)),
         };
-        let mut hlogs = Vec::with_capacity(cfg.workers);
-        for w in 0..cfg.workers {
-            let path = dir.join(format!("hist-worker{w}.hlog"));
-            hlogs.push(HistogramLog {
-                file: create(&path, &stopped)?,
-                path,
-                interval: Histogram::new(3).context("creating a histogram")?,
-                serializer: V2DeflateSerializer::new(),
-                header_written: false,
-            });
-        }
+        let all_deltas = match Histogram::new(3).context("creating a histogram") {
+            Ok(h) => h,
+            Err(e) => return Err((dir, e)),
+        };
         let mut out = ResultsDir {
-            dir: dir.to_path_buf(),
-            _lock: lock,
+            dir,
             stream,
             anomalies,
             raw,
             hlogs,
-            all_deltas: Histogram::new(3).context("creating a histogram")?,
+            all_deltas,
             started,
             stopped,
             started_ns: None,
@@ -513,21 +659,34 @@ impl ResultsDir {
             failed: None,
         };
         // Headers now, so even an empty run has well-formed CSVs.
-        out.anomalies.write_record(anomaly_columns())?;
-        if let Some(raw) = &mut out.raw {
-            raw.write_record(["worker", "signal_seq", "time_ns", "delta", "cpu"])?;
+        let headers = (|| -> Result<()> {
+            out.anomalies.write_record(anomaly_columns())?;
+            if let Some(raw) = &mut out.raw {
+                raw.write_record(["worker", "signal_seq", "time_ns", "delta", "cpu"])?;
+            }
+            out.flush_files()
+        })();
+        match headers {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                let ResultsDir { dir, .. } = out;
+                Err((dir, e))
+            }
         }
-        out.flush_files()?;
-        Ok(out)
     }
 
     pub fn path(&self) -> &Path {
-        &self.dir
+        &self.dir.path
+    }
+
+    /// Where the directory is now, if it was moved while the run wrote it.
+    pub fn moved_to(&self) -> Option<PathBuf> {
+        self.dir.moved_to()
     }
 
     fn fail(&mut self, e: impl std::fmt::Display) {
         if self.failed.is_none() {
-            self.failed = Some(format!("{}: {e}", self.dir.display()));
+            self.failed = Some(format!("{}: {e}", self.dir.path.display()));
         }
         self.stopped.store(true, Ordering::Relaxed);
     }
@@ -587,16 +746,19 @@ impl ResultsDir {
         drop(self.anomalies);
         drop(self.raw);
         drop(self.hlogs);
-        let _ = std::fs::remove_file(self.dir.join(RESERVE_NAME));
+        let _ = self.dir.remove(RESERVE_NAME);
         let started_unix_s = self
             .started
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        write_json_atomically(
-            &self.dir,
+        process::decide(crate::domain::EXIT_CANNOT_TEST);
+        let written = self.dir.write_json_atomically(
             "run.json",
             &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.to_string()),
-        )
+        );
+        process::forget_results_dir();
+        let _ = self.dir.remove(process::OOM_RUN_JSON);
+        written
     }
 
     /// Files whose writing failed, cut back to their last complete line.
@@ -696,8 +858,7 @@ impl ResultsDir {
                 .write_intervals(start, now_ns)
                 .and_then(|()| self.flush_files())
                 .and_then(|()| {
-                    write_atomically(
-                        &self.dir,
+                    self.dir.write_atomically(
                         "deltas.hgrm",
                         percentile_distribution(&self.all_deltas).as_bytes(),
                     )
@@ -710,17 +871,26 @@ impl ResultsDir {
         // What run.json says is what the run exits with: a file that could
         // not be written makes "clean" inconclusive there too.
         if let Err(e) = &tail {
-            results.mark_unsaved(unsaved(&self.dir, e));
+            results.mark_unsaved(unsaved(&self.dir.path, e));
         }
         // The verdict matters more than the last second of histograms.
         self.write_final(&*results)?;
         tail
     }
 
-    /// Gives back the reserved space and writes the verdict into it.
-    fn write_final<T: Serialize>(&self, results: &T) -> Result<()> {
-        let _ = std::fs::remove_file(self.dir.join(RESERVE_NAME));
-        write_json_atomically(&self.dir, "run.json", results)
+    /// Gives back the reserved space and writes the verdict into it. The
+    /// exit status is decided first (`process`): from here on any way out
+    /// exits with the status this run.json holds, or leaves the previous
+    /// one (incomplete) if the rename does not happen.
+    fn write_final(&self, results: &crate::evidence::results::RunResults) -> Result<()> {
+        let _ = self.dir.remove(RESERVE_NAME);
+        process::decide(results.exit_status);
+        let written = self.dir.write_json_atomically("run.json", results);
+        if written.is_ok() {
+            process::forget_results_dir();
+            let _ = self.dir.remove(process::OOM_RUN_JSON);
+        }
+        written
     }
 }
 

@@ -318,6 +318,48 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// A reader that fails once more than `max` bytes pass without a newline:
+/// what is read line by line (anomalies.csv) is then held a line at a
+/// time, never a 300 MB "line".
+pub struct BoundedLines<R> {
+    inner: R,
+    max: u64,
+    since_newline: u64,
+}
+
+impl<R> BoundedLines<R> {
+    pub fn new(inner: R, max: u64) -> BoundedLines<R> {
+        BoundedLines {
+            inner,
+            max,
+            since_newline: 0,
+        }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for BoundedLines<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            self.since_newline = if b == b'\n' {
+                0
+            } else {
+                self.since_newline + 1
+            };
+            if self.since_newline > self.max {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "a line longer than {} bytes: not a file pmustress wrote",
+                        self.max
+                    ),
+                ));
+            }
+        }
+        Ok(n)
+    }
+}
+
 /// `dir/run.json`, read (bounded) and checked.
 pub fn read(dir: &Path) -> Result<RunDocument> {
     let path = dir.join("run.json");

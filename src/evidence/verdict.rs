@@ -364,7 +364,19 @@ pub enum Warning {
     LateSignals(u64),
     TimerSkips(u64),
     NoMigration,
+    /// Moves the kernel refused (a CPU taken offline or out of the cpuset
+    /// mid-run): the verdict stands for what ran, but the workers moved
+    /// less than asked.
+    FailedMigrations {
+        failed: u64,
+        requested: u64,
+    },
     StopsNotWitnessed,
+    /// The results directory was moved or replaced while the run wrote it.
+    ResultsMoved {
+        to: String,
+        from: String,
+    },
     /// Read back from run.json: the words as written.
     AsWritten(String),
 }
@@ -434,6 +446,14 @@ impl fmt::Display for Warning {
             Warning::NoMigration => {
                 f.write_str("no migration happened: the migrator never moved a worker")
             }
+            Warning::FailedMigrations { failed, requested } => write!(
+                f,
+                "{failed} of {requested} migrations failed (sched_setaffinity refused them: a CPU went offline or left this process's cpuset?): the workers moved less than asked"
+            ),
+            Warning::ResultsMoved { to, from } => write!(
+                f,
+                "the results directory was moved or replaced while the run wrote it: these results are in {to}, not {from}"
+            ),
             Warning::StopsNotWitnessed => f.write_str(
                 "event stops were not witnessed with their counts (--switch-witness counts needs perf_event_paranoid <= 1 or CAP_PERFMON): a gap across a stop may be ambiguous",
             ),
@@ -628,6 +648,12 @@ fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
     if let Some((t, side)) = run {
         if s.migrates && t.migrations_requested == 0 {
             w.push(Warning::NoMigration);
+        }
+        if t.migrations_failed > 0 {
+            w.push(Warning::FailedMigrations {
+                failed: t.migrations_failed,
+                requested: t.migrations_requested,
+            });
         }
         if !s.software
             && side

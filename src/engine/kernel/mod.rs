@@ -41,6 +41,7 @@ use sys::bindings::perf_event_attr;
 
 #[cfg(feature = "testkit")]
 pub mod fake;
+pub mod process;
 
 // libc does not define these (fcntl.h / asm-generic/fcntl.h); identical on
 // x86_64 and aarch64.

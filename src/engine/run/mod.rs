@@ -651,7 +651,16 @@ fn watchdog<K: Kernel>(
         } else {
             None
         };
-        if let Some(reason) = reason {
+        if let Some(mut reason) = reason {
+            // A worker waiting its turn behind the others looks the same
+            // (1,024 workers on 2 CPUs were all called livelocked).
+            if cfg.workers > cfg.cpus.len() {
+                reason.push_str(&format!(
+                    "; {} workers share {} CPUs, so a worker waiting its turn looks the same: give fewer --workers or a longer --watchdog",
+                    cfg.workers,
+                    cfg.cpus.len()
+                ));
+            }
             // Before the DISABLE: a reset-mode handler that re-arms after
             // it disables the event again.
             l.slot.hold_disabled();

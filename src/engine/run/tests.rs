@@ -1008,3 +1008,31 @@ fn a_merge_queue_gives_back_what_a_backlog_grew_it_to() {
         assert_eq!(queue.capacity(), after);
     }
 }
+
+/// More workers than CPUs: a worker that waits its turn also runs no
+/// user code, so the watchdog's reason says so and what to change.
+#[test]
+fn watchdog_says_when_workers_outnumber_the_cpus() {
+    let cfg = config(&[
+        "--workers",
+        "3",
+        "--migrate",
+        "none",
+        "--duration",
+        "1s",
+        "--watchdog",
+        "50ms",
+    ]);
+    let mut steps = vec![Step::OVERFLOW; 12];
+    steps.push(Step::Stall);
+    steps.extend([Step::OVERFLOW; 100]);
+    let out = run_fake(&cfg, Script::default().worker(steps), &no_stop);
+    let why = out.results.workers[0].stalled.clone().unwrap_or_default();
+    assert!(
+        why.starts_with("worker 0 ran no user code for ")
+            && why.ends_with(
+                "; 3 workers share 2 CPUs, so a worker waiting its turn looks the same: give fewer --workers or a longer --watchdog"
+            ),
+        "{why}"
+    );
+}
