@@ -182,6 +182,37 @@ read_run() {
     fi
 }
 
+# The baseline tester (qemu/tester/counters.c: the original report's kind of counter
+# test), static for aarch64, cached by its source's hash; sets TESTER_EXTRA to a
+# directory for INITRAMFS_EXTRA holding /counters and /bed/tester (qemu/tester/tester.sh:
+# the tester moved by the report's taskset loop, moving itself, or left alone).
+build_tester() {
+    local key dir
+    key=$(cat "$QEMU_DIR/tester/counters.c" "$QEMU_DIR/tester/tester.sh" | sha256sum | cut -c1-16)
+    dir=$CACHE/tester/$key
+    if [[ ! -x $dir/counters ]]; then
+        mkdir -p "$dir/bed"
+        aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -o "$dir/counters.tmp" \
+            "$QEMU_DIR/tester/counters.c" || die "cannot build qemu/tester/counters.c"
+        mv "$dir/counters.tmp" "$dir/counters"
+    fi
+    cp "$QEMU_DIR/tester/tester.sh" "$dir/bed/tester"
+    chmod 755 "$dir/bed/tester"
+    TESTER_EXTRA=$dir
+}
+
+# The oracle's counter $2 over the run in directory $1 (after - before), or "missing".
+oracle_delta() {
+    local d=$1 b a
+    b=$(awk -v k="$2" '$1 == k { print $2 }' "$d/oracle-before" 2>/dev/null)
+    a=$(awk -v k="$2" '$1 == k { print $2 }' "$d/oracle-after" 2>/dev/null)
+    if [[ $b =~ ^[0-9]+$ && $a =~ ^[0-9]+$ ]]; then
+        echo $((a - b))
+    else
+        echo missing
+    fi
+}
+
 # The build itself, shared with scripts/dist.sh.
 # shellcheck source-path=SCRIPTDIR source=../scripts/static-build.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/static-build.sh"

@@ -30,7 +30,7 @@ set -euo pipefail
 
 # One boot per (vCPUs, pseudo-NMI) setting, each running a list of runs; together the
 # runs cover every value of every axis (qemu/README.md has the table).
-ALL_CASES=(debian61-migrate branches-125 smp2-nopnmi smp2-pnmi smp4-nopnmi smp4-pnmi)
+ALL_CASES=(debian61-migrate branches-125 smp2-nopnmi smp2-pnmi smp4-nopnmi smp4-pnmi smp2-yield)
 
 # Guest time per matrix run, measured by the guest's CLOCK_MONOTONIC, which
 # -icount shift=0 ties to executed instructions. The checks are exact, so a run need
@@ -44,6 +44,10 @@ DEBIAN_BUDGET=4s
 # pmustress's own controller thread waking there, the worker's overflow interrupts came
 # ~45,000 cycles late in 7 of 10 runs, and 0 of 10 once pinned.
 PIN_ALL="taskset -c 0"
+# The yield case: guest seconds of each of its two runs (pmustress's defaults and the
+# report's taskset loop), and how many times the loop's losses the defaults must make.
+YIELD_SECONDS=${PMUSTRESS_QEMU_YIELD_SECONDS:-3}
+YIELD_FACTOR=20
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
@@ -55,11 +59,17 @@ usage() {
 # (the oracle must see none), "exit125" (no run.json; the output must match
 # EXPECT_MESSAGE), "legacy-drops" (no oracle: the Debian kernel's qualitative answer),
 # "wide" (as "any", but an open limit of the judge waives the ambiguity bound: a run
-# above it prints OPEN with the numbers, never PASS; see check_oracle).
+# above it prints OPEN with the numbers, never PASS; see check_oracle), "baseline" (not
+# pmustress: /bed/tester ARGS, qemu/tester/tester.sh; only the oracle's figures).
 add_run() {
     RUN_NAMES+=("$1")
     RUN_WRAPS+=("$2")
     RUN_EXPECTS+=("$3")
+    if [[ $3 == baseline ]]; then
+        RUN_PROGS+=(/bed/tester)
+    else
+        RUN_PROGS+=(/pmustress)
+    fi
     shift 3
     RUN_ARGS+=("$(printf '%q ' "$@")")
 }
@@ -74,11 +84,13 @@ m() {
 
 # Each case sets KERNEL (oracle|debian), SMP, APPEND (extra kernel parameters),
 # EXPECT_VERDICT, EXPECT_NMI_EVIDENCE (1: an evidence line says "using NMIs"),
-# EXPECT_MESSAGE, and its runs (add_run). Run names: workers, migration, mode, period,
-# k (--include-kernel), inj (--inject-drop-every 97).
+# EXPECT_MESSAGE, YIELD (the runs (STRONG WEAK) whose oracle-counted losses
+# check_yield compares), and its runs (add_run). Run names: workers, migration, mode,
+# period, k (--include-kernel), inj (--inject-drop-every 97).
 define_case() {
     KERNEL=oracle SMP=2 APPEND="" EXPECT_VERDICT="" EXPECT_NMI_EVIDENCE=0 EXPECT_MESSAGE=""
-    RUN_NAMES=() RUN_WRAPS=() RUN_EXPECTS=() RUN_ARGS=()
+    YIELD=()
+    RUN_NAMES=() RUN_WRAPS=() RUN_EXPECTS=() RUN_ARGS=() RUN_PROGS=()
     local a
     case $1 in
     smp2-nopnmi) # pseudo-NMI built but not enabled: the overflow interrupt can be lost
@@ -140,6 +152,12 @@ define_case() {
         KERNEL=debian EXPECT_VERDICT=not-built
         add_run w1-pingpong-free-100k "" legacy-drops run --event cycles --workers 1 \
             --migrate ping-pong --period 100000 --duration "$DEBIAN_BUDGET" ;;
+    smp2-yield) # stress power: the defaults against the original report's method
+        EXPECT_VERDICT=disabled YIELD=(defaults loop)
+        # What a user gets without options (one worker per CPU), and the report's
+        # kind of C tester moved by its shell taskset loop, in the same boot.
+        add_run defaults "" any run --event cycles --duration "${YIELD_SECONDS}s"
+        add_run loop "" baseline loop 100000 "$YIELD_SECONDS" ;;
     branches-125) # QEMU's PMU has no branch event: cannot test here
         EXPECT_MESSAGE='cpu_cycles'
         add_run branches "" exit125 run --workers 1 --duration 1s ;;
@@ -186,8 +204,8 @@ write_init() {
     local i
     init_head
     for i in "${!RUN_NAMES[@]}"; do
-        printf 'run_one %s %s/pmustress %s\n' "${RUN_NAMES[i]}" \
-            "${RUN_WRAPS[i]:+${RUN_WRAPS[i]} }" "${RUN_ARGS[i]% }"
+        printf 'run_one %s %s%s %s\n' "${RUN_NAMES[i]}" \
+            "${RUN_WRAPS[i]:+${RUN_WRAPS[i]} }" "${RUN_PROGS[i]}" "${RUN_ARGS[i]% }"
     done
     init_tail
 }
@@ -196,6 +214,7 @@ write_init() {
 # run and for the case.
 run_case() {
     local name=$1 dir image initrd append qemu_rc i failed=0 boot wall open suffix
+    local yield_failed=0
     define_case "$name"
     dir=$OUT/$name
     rm -rf "$dir"
@@ -204,6 +223,9 @@ run_case() {
     if [[ $KERNEL == debian ]]; then
         image=$DEBIAN_IMAGE
         make_initramfs "$initrd" "$DEBIAN_CONFIG" "$DEBIAN_RELEASE"
+    elif [[ " ${RUN_EXPECTS[*]} " == *" baseline "* ]]; then
+        image=$ORACLE_IMAGE
+        INITRAMFS_EXTRA=$TESTER_EXTRA make_initramfs "$initrd"
     else
         image=$ORACLE_IMAGE
         make_initramfs "$initrd"
@@ -214,8 +236,8 @@ run_case() {
         printf '%s\n' "kernel $image" "append $append" "smp $SMP" "cpu $QEMU_CPU" \
             "icount $QEMU_ICOUNT"
         for i in "${!RUN_NAMES[@]}"; do
-            printf 'run %s: %s/pmustress %s\n' "${RUN_NAMES[i]}" \
-                "${RUN_WRAPS[i]:+${RUN_WRAPS[i]} }" "${RUN_ARGS[i]% }"
+            printf 'run %s: %s%s %s\n' "${RUN_NAMES[i]}" \
+                "${RUN_WRAPS[i]:+${RUN_WRAPS[i]} }" "${RUN_PROGS[i]}" "${RUN_ARGS[i]% }"
         done
     } >"$dir/boot.txt"
     log "$name: booting ($KERNEL kernel, -smp $SMP${APPEND:+, $APPEND}): ${#RUN_NAMES[@]} runs"
@@ -225,8 +247,11 @@ run_case() {
     for i in "${!RUN_NAMES[@]}"; do
         check_run "$name" "$i" "$dir" "$qemu_rc" || failed=$((failed + 1))
     done
+    if ((${#YIELD[@]})); then
+        check_yield "$name" "$dir" "${YIELD[@]}" || yield_failed=1
+    fi
     REPORTED+=("$name")
-    if ((failed == 0)); then
+    if ((failed == 0 && yield_failed == 0)); then
         open=$(grep -c "^  OPEN $name/" "$SUMMARY" 2>/dev/null || true)
         suffix=""
         ((open == 0)) || suffix=" ($open OPEN: a known limit of the judge, see its line)"
@@ -234,8 +259,10 @@ run_case() {
             "$suffix" "$boot" "$wall" | tee -a "$SUMMARY"
         return 0
     fi
-    printf 'FAIL %s: %d of %d runs failed, boot %ss, wall %ss (see %s)\n' "$name" "$failed" \
-        "${#RUN_NAMES[@]}" "$boot" "$wall" "$dir" | tee -a "$SUMMARY"
+    suffix=""
+    ((yield_failed == 0)) || suffix=", the yield check failed"
+    printf 'FAIL %s: %d of %d runs failed%s, boot %ss, wall %ss (see %s)\n' "$name" "$failed" \
+        "${#RUN_NAMES[@]}" "$suffix" "$boot" "$wall" "$dir" | tee -a "$SUMMARY"
     return 1
 }
 
@@ -244,18 +271,6 @@ run_case() {
 
 # A field of run.json, from `pmustress report --format json`'s output $2.
 jqr() { jq -r ".[0].run | $1" "$2" 2>/dev/null || echo "?"; }
-
-# The oracle's counter $2 over the run in directory $1 (after - before), or "missing".
-oracle_delta() {
-    local d=$1 b a
-    b=$(awk -v k="$2" '$1 == k { print $2 }' "$d/oracle-before" 2>/dev/null)
-    a=$(awk -v k="$2" '$1 == k { print $2 }' "$d/oracle-after" 2>/dev/null)
-    if [[ $b =~ ^[0-9]+$ && $a =~ ^[0-9]+$ ]]; then
-        echo $((a - b))
-    else
-        echo missing
-    fi
-}
 
 # The most overflows a run may call ambiguous (ARGS OVERFLOWS). In free mode with
 # user-only counting every stop's count is exact and the judge's replay has one
@@ -303,6 +318,8 @@ check_run() {
         grep -qiE "$EXPECT_MESSAGE" "$d/stdout" "$d/stderr" 2>/dev/null ||
             fails+=("output does not match /$EXPECT_MESSAGE/")
         figures="exit $exit_code"
+    elif [[ $expect == baseline ]]; then
+        check_baseline
     elif [[ ! -f $json ]]; then
         fails+=("no run/run.json")
         figures="exit $exit_code"
@@ -379,6 +396,51 @@ check_legacy() {
     figures="exit $exit_code, verdict $verdict, signals $signals, dropped ${L[dropped]}"
     figures+=" (${L[windows]} windows), samples ${L[samples]}, overflows ${L[overflows]},"
     figures+=" re-based ${L[rebased_in_handler]} (no oracle on this kernel)"
+}
+
+# A baseline run (not pmustress): it ran, and what the oracle counted (uses check_run's
+# locals).
+check_baseline() {
+    local line
+    [[ $exit_code == 0 ]] || fails+=("exit code $exit_code, want 0")
+    for k in "${ORACLE_COUNTERS[@]}"; do
+        O[$k]=$(oracle_delta "$d" "$k")
+        [[ ${O[$k]} != missing ]] || fails+=("no oracle counter $k (not the oracle kernel?)")
+    done
+    line=$(grep -m1 '^counters: ' "$d/stdout" 2>/dev/null || true)
+    [[ -n $line ]] || fails+=("the tester printed no 'counters:' line")
+    figures="exit $exit_code | tester: ${line#counters: } | oracle: lost ${O[lost]}"
+    figures+=" stops ${O[stops]} overdue_at_stop ${O[overdue_at_stop]} handled ${O[handled]}"
+}
+
+# check_yield CASE DIR STRONG WEAK: the stress known answer. Run STRONG (pmustress's
+# defaults) must make the driver lose at least $YIELD_FACTOR times what run WEAK (the
+# original report's taskset loop) made in the same boot, over the same guest time, and
+# lose something. The oracle counts the losses whatever program caused them.
+check_yield() {
+    local name=$1 dir=$2 strong=$3 weak=$4 ls lw ss sw why="" figures
+    ls=$(oracle_delta "$dir/result/runs/$strong" lost)
+    lw=$(oracle_delta "$dir/result/runs/$weak" lost)
+    ss=$(oracle_delta "$dir/result/runs/$strong" stops)
+    sw=$(oracle_delta "$dir/result/runs/$weak" stops)
+    figures="$strong lost $ls ($(awk -v c="$ls" -v s="$YIELD_SECONDS" \
+        'BEGIN { printf "%.1f", c / s }')/s, stops $ss), $weak lost $lw ($(awk -v c="$lw" \
+        -v s="$YIELD_SECONDS" 'BEGIN { printf "%.1f", c / s }')/s, stops $sw) in ${YIELD_SECONDS} guest-s each"
+    if [[ ! $ls =~ ^[0-9]+$ || ! $lw =~ ^[0-9]+$ ]]; then
+        why="no oracle counts"
+    elif ((ls == 0)); then
+        why="the defaults made the driver lose nothing"
+    elif ((ls < YIELD_FACTOR * lw)); then
+        why="$strong lost $ls < $YIELD_FACTOR x $weak's $lw"
+    fi
+    if [[ -z $why ]]; then
+        printf '  PASS %s/yield: %s; ratio %s >= %s\n' "$name" "$figures" \
+            "$( ((lw > 0)) && awk -v a="$ls" -v b="$lw" 'BEGIN { printf "%.1f", a / b }' || echo inf)" \
+            "$YIELD_FACTOR" | tee -a "$SUMMARY"
+        return 0
+    fi
+    printf '  FAIL %s/yield: %s; %s (see %s)\n' "$name" "$why" "$figures" "$dir" | tee -a "$SUMMARY"
+    return 1
 }
 
 # The oracle's exact answers (uses check_run's locals).
@@ -609,6 +671,7 @@ main() {
         kernel_pid=$!
     fi
     fetch_busybox
+    ((need_oracle)) && build_tester
     ((need_debian)) && fetch_debian_kernel
     build_pmustress
     build_host_pmustress
