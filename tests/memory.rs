@@ -108,6 +108,7 @@ fn overflow(k: u64, j: &mut Jitter, out: &mut Vec<Observation>) {
     out.push(Observation::Move {
         time_ns: time_ns + 10,
         cpu: 1 - cpu,
+        requested_ns: Some(time_ns + 5),
     });
     out.push(Observation::Signal {
         time_ns: time_ns + 20_000,
@@ -119,6 +120,7 @@ fn overflow(k: u64, j: &mut Jitter, out: &mut Vec<Observation>) {
     out.push(Observation::Move {
         time_ns: time_ns + 30_000,
         cpu,
+        requested_ns: Some(time_ns + 29_990),
     });
 }
 

@@ -214,7 +214,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub skid: Option<u64>,
 
-    /// Worker threads. [default: one per CPU of --cpus]
+    /// Worker threads. [default: two per CPU of --cpus]
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
     pub workers: Option<usize>,
 
@@ -232,13 +232,13 @@ pub struct RunArgs {
     pub migrate_interval: Duration,
 
     /// Migrator threads, each moving its share of the workers. [default:
-    /// one per 2 CPUs of --cpus]
+    /// one per CPU of --cpus]
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
     pub migrators: Option<usize>,
 
     /// Which workers are moved: only those that ran since their migrator
     /// last looked (a move of a waiting thread stops nothing), or any.
-    #[arg(long = "move", value_name = "WHICH", value_enum, default_value_t = MoveWhich::Any)]
+    #[arg(long = "move", value_name = "WHICH", value_enum, default_value_t = MoveWhich::Running)]
     pub move_which: MoveWhich,
 
     /// How long to measure (500ms, 10s, 5m, 2h). [default: 10s when

@@ -270,7 +270,12 @@ impl RunConfig {
             Some(s) => s,
             None => event.default_interrupt_skid.unwrap_or(skid),
         };
-        let migrators = args.migrators.unwrap_or(cpus.len().div_ceil(2));
+        // The defaults a sweep of the arm64 driver under QEMU chose (2 to 16
+        // vCPUs, qemu/README.md "Stress power"): two workers per CPU, one
+        // migrator per CPU moving only running workers. A move of a
+        // waiting thread stops nothing, and one migrator cannot keep up
+        // with more than a few CPUs.
+        let migrators = args.migrators.unwrap_or(cpus.len());
         Ok(RunConfig {
             event,
             migrators,
@@ -278,7 +283,7 @@ impl RunConfig {
             skid,
             skid_source,
             interrupt_skid,
-            workers: args.workers.unwrap_or(cpus.len()),
+            workers: args.workers.unwrap_or(2 * cpus.len()),
             cpus,
             migrate: args.migrate,
             migrate_interval_ns,

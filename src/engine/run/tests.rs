@@ -68,7 +68,7 @@ fn graviton2() -> Fingerprint {
 }
 
 /// `pmustress run --period 100000 --skid 1000 --cpus 0,1 EXTRA` on it
-/// (`branches`, one worker per CPU unless `--workers`).
+/// (`branches`, two workers per CPU unless `--workers`).
 fn config(extra: &[&str]) -> RunConfig {
     let mut argv = vec![
         "pmustress",
@@ -981,8 +981,13 @@ fn run_json_has_the_totals_and_the_raw_stream_replays_to_them() {
 /// rate's come and go never reallocates it.
 #[test]
 fn a_merge_queue_gives_back_what_a_backlog_grew_it_to() {
-    let moves =
-        |from: u64, n: u64| (from..from + n).map(|t| Observation::Move { time_ns: t, cpu: 0 });
+    let moves = |from: u64, n: u64| {
+        (from..from + n).map(|t| Observation::Move {
+            time_ns: t,
+            cpu: 0,
+            requested_ns: Some(t),
+        })
+    };
     let mut queue = VecDeque::new();
     // Steady: a pass's records come, the older ones are judged.
     queue.extend(moves(0, 3_000));
