@@ -198,6 +198,13 @@ fn an_allocation_failure_is_one_line_and_125_with_run_json_saying_why() {
             "task-clock",
             "--duration",
             "200ms",
+            // Few threads: glibc aborts (not our code) when a new thread
+            // cannot allocate its TLS destructor list, which the default
+            // 2 workers + 1 migrator per CPU made likely in this range.
+            "--workers",
+            "1",
+            "--migrators",
+            "1",
             "--out",
         ])
         .arg(&out);

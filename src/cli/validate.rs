@@ -363,8 +363,10 @@ mod tests {
     #[test]
     fn software_defaults() {
         let c = check(&["--event", "task-clock"]).unwrap();
-        assert_eq!((c.period, c.skid, c.workers), (1_000_000, 250_000, 2));
+        assert_eq!((c.period, c.skid, c.workers), (1_000_000, 250_000, 4));
         assert_eq!(c.cpus, vec![0, 1]);
+        // The stress defaults: one migrator per CPU, moving running workers.
+        assert_eq!((c.migrators, c.move_running_only), (2, true));
         assert_eq!(c.duration_ns, Some(10_000_000_000));
         assert!(c.event.software);
     }
