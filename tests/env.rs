@@ -37,8 +37,10 @@ fn every_run_prints_the_verdict_first_and_embeds_the_fingerprint() {
         "run",
         "--event",
         "cpu-clock",
-        "--migrate",
-        "none",
+        // Migrated: a clean verdict needs 299 witnessed stops too
+        // (a move every 500 us stops the running worker: ~2 per ms).
+        "--migrate-interval",
+        "500us",
         "--workers",
         "1",
         "--interrupts",

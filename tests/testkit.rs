@@ -69,15 +69,19 @@ fn strings(v: &serde_json::Value) -> Vec<String> {
 fn a_scripted_run_is_clean_with_every_overflow_accounted_for() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("r");
-    let script = Script::default().worker([Step::OVERFLOW; 300]);
-    let out = run_scripted(script, &["--duration", "310ms"], &out_dir);
+    // Each overflow after a stop 1,000 events past the due point before
+    // it: 300 stops, enough for a clean verdict to say its sensitivity.
+    let script =
+        Script::default().worker([Step::Switch { before_due: 99_000 }, Step::OVERFLOW].repeat(300));
+    let out = run_scripted(script, &["--duration", "610ms"], &out_dir);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     let r = read_json(&out_dir);
     assert_eq!(r["verdict"], "clean");
     assert_eq!(r["exit_status"], 0);
     assert_eq!(r["stop_reason"], "duration");
-    assert_eq!(r["elapsed_ns"], 310_000_000);
+    assert_eq!(r["elapsed_ns"], 610_000_000);
+    assert_eq!(r["totals"]["stress"]["stops"], 300);
     let t = &r["totals"];
     let got: Vec<u64> = [
         "kernel_samples",
@@ -99,10 +103,13 @@ fn a_scripted_run_is_clean_with_every_overflow_accounted_for() {
     assert_eq!(strings(&r["warnings"]), Vec::<String>::new());
     assert_eq!(strings(&r["inconclusive_because"]), Vec::<String>::new());
     assert!(
-        stdout.ends_with(&format!(
-            "verdict: clean: no dropped interrupt (exit 0)\nresults: {}\n",
-            out_dir.display()
-        )),
+        stdout.contains(
+            "verdict: clean: no dropped interrupt in 300 overflows and 300 stops; a driver losing every overflow due within 1535 events (1.54% of the period) before a stop would have lost one here with 99% probability"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(&format!("(exit 0)\nresults: {}\n", out_dir.display())),
         "{stdout}"
     );
 }
@@ -114,15 +121,18 @@ fn a_scripted_run_is_clean_with_every_overflow_accounted_for() {
 fn the_sigio_fallback_is_counted_and_never_a_drop() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("r");
-    let mut steps = vec![Step::OVERFLOW; 150];
+    // A stop before each overflow: enough stops for a clean verdict.
+    let stop = Step::Switch { before_due: 50_000 };
+    let mut steps = [stop, Step::OVERFLOW].repeat(150);
     steps.push(Step::Overflow {
         late: 10,
         signal: Signal::Merged,
     });
     steps.push(Step::SigIo);
-    steps.extend([Step::OVERFLOW; 149]);
+    steps.extend([stop, Step::OVERFLOW].repeat(149));
+    steps.push(stop);
     let script = Script::default().worker(steps);
-    let out = run_scripted(script, &["--duration", "310ms"], &out_dir);
+    let out = run_scripted(script, &["--duration", "610ms"], &out_dir);
     let r = read_json(&out_dir);
     let t = &r["totals"];
     assert_eq!(
