@@ -215,6 +215,32 @@ mod tests {
         }
     }
 
+    /// One migrator ping-pongs two workers on the first two of `cpus`,
+    /// back to back, until worker 0's tenth move: a count, not a clock.
+    fn migrate_until_worker_0_moved_ten_times(
+        workers: &[Arc<WorkerShared>],
+        cpus: &[usize],
+        running_only: bool,
+    ) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopper = {
+            let (w0, stop) = (Arc::clone(&workers[0]), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while w0.moves_requested.load(Ordering::Relaxed) < 10 {
+                    std::thread::yield_now();
+                }
+                stop.store(true, Ordering::Relaxed);
+            })
+        };
+        let plan = Plan::new(MigrateMode::PingPong, &cpus[..2], 2, 1);
+        let moves = Moves {
+            interval: Duration::ZERO,
+            running_only,
+        };
+        run(plan, workers.to_vec(), vec![0, 1], moves, stop);
+        stopper.join().unwrap();
+    }
+
     #[test]
     fn workers_are_moved_only_once_they_run() {
         let cpus = kernel::allowed_cpus().unwrap();
@@ -243,24 +269,7 @@ mod tests {
             })
             .collect();
         workers[0].heartbeat.store(1, Ordering::Relaxed);
-        // Stop after worker 0's tenth move: a count, not a clock.
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopper = {
-            let (w0, stop) = (Arc::clone(&workers[0]), Arc::clone(&stop));
-            std::thread::spawn(move || {
-                while w0.moves_requested.load(Ordering::Relaxed) < 10 {
-                    std::thread::yield_now();
-                }
-                stop.store(true, Ordering::Relaxed);
-            })
-        };
-        let plan = Plan::new(MigrateMode::PingPong, &cpus[..2], 2, 1);
-        let moves = Moves {
-            interval: Duration::ZERO,
-            running_only: false,
-        };
-        run(plan, workers.clone(), vec![0, 1], moves, stop);
-        stopper.join().unwrap();
+        migrate_until_worker_0_moved_ten_times(&workers, &cpus, false);
         release.wait();
         for t in threads {
             t.join().unwrap();
@@ -309,23 +318,7 @@ mod tests {
         {
             std::thread::yield_now();
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopper = {
-            let (w0, stop) = (Arc::clone(&workers[0]), Arc::clone(&stop));
-            std::thread::spawn(move || {
-                while w0.moves_requested.load(Ordering::Relaxed) < 10 {
-                    std::thread::yield_now();
-                }
-                stop.store(true, Ordering::Relaxed);
-            })
-        };
-        let plan = Plan::new(MigrateMode::PingPong, &cpus[..2], 2, 1);
-        let moves = Moves {
-            interval: Duration::ZERO,
-            running_only: true,
-        };
-        run(plan, workers.clone(), vec![0, 1], moves, stop);
-        stopper.join().unwrap();
+        migrate_until_worker_0_moved_ten_times(&workers, &cpus, true);
         release.store(true, Ordering::Relaxed);
         for t in threads {
             t.join().unwrap();
