@@ -13,8 +13,14 @@
 //! pseudo-NMI, where the overflow NMI raced the driver's own updates of the
 //! count: in one the count wrapped by 2^32 (the driver's `update_wrapped`),
 //! in the other an overflow got no interrupt although no stop cleared its
-//! flag (`overdue_at_stop` 1, `lost` 0). The judge must find the wrap and
-//! the loss and keep every bound of the driver's counts.
+//! flag (`overdue_at_stop` 1, `lost` 0). A third (`-rearmed-off-grid`):
+//! an NMI inside the switch witness's read re-armed the counter off the
+//! grid (the driver's `irq_unhandled`), its sample at the witness's count,
+//! and the next interrupt came 3,095 events before that count plus the
+//! period; a judge that took the re-base as exact refuted the explanation
+//! without a loss there and reported 4 drops where the driver had 2
+//! overflows without an interrupt. The judge must find the wrap and the
+//! losses and keep every bound of the driver's counts.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -118,6 +118,8 @@ impl RunConfig {
             include_kernel: self.include_kernel,
             irq_masked_at_stops: self.pmu_irq_maskable && !self.event.software,
             inject_drop_every: self.inject_drop_every.unwrap_or(0),
+            stops_unseen: self.switch_witness == crate::domain::SwitchWitness::None
+                && !self.event.software,
             stops_needed: crate::judge::stats::trials_to_bound(
                 crate::domain::MIN_EVIDENCE_RATE,
                 crate::domain::CONFIDENCE,

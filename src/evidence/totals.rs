@@ -156,6 +156,7 @@ impl RunResults {
             stop: &record.stop_reason,
             stray_signals: record.stray_signals,
             max_sample_rate: record.max_sample_rate,
+            perf_event_paranoid: fingerprint.knobs.perf_event_paranoid.value,
         };
         let decision = decide(&Evidence::run(&totals, side), &Settings::of_run(cfg));
         let stress = StressSummary::new(

@@ -59,6 +59,8 @@ pub struct Settings {
     pub stops_needed: u64,
     /// Bisect mode: the stops a "good" needs.
     pub bisect_stops_needed: Option<u64>,
+    /// `--switch-witness` as asked (what the workers got is in `RunSide`).
+    pub asked_witness: SwitchWitness,
 }
 
 impl Settings {
@@ -72,6 +74,7 @@ impl Settings {
             bisect_overflows_needed: cfg.bisect.as_ref().map(|b| b.overflows_needed),
             stops_needed: cfg.judge_config().stops_needed,
             bisect_stops_needed: cfg.bisect.as_ref().map(|b| b.stops_needed),
+            asked_witness: cfg.switch_witness,
         }
     }
 
@@ -87,6 +90,7 @@ impl Settings {
             bisect_overflows_needed: None,
             stops_needed: cfg.stops_needed,
             bisect_stops_needed: None,
+            asked_witness: SwitchWitness::Counts,
         }
     }
 }
@@ -101,6 +105,8 @@ pub struct RunSide<'a> {
     pub stray_signals: (u64, u64),
     /// perf_event_max_sample_rate at start and end.
     pub max_sample_rate: (Option<u64>, Option<u64>),
+    /// perf_event_paranoid when the run started (None: unreadable).
+    pub perf_event_paranoid: Option<i64>,
 }
 
 /// What the verdict is decided from.
@@ -371,7 +377,13 @@ pub enum Warning {
         failed: u64,
         requested: u64,
     },
-    StopsNotWitnessed,
+    /// Some worker's stops were witnessed without their counts, or not at
+    /// all: how, whether that was asked for, and what the kernel allowed.
+    StopsNotWitnessed {
+        used: SwitchWitness,
+        asked: SwitchWitness,
+        paranoid: Option<i64>,
+    },
     /// The results directory was moved or replaced while the run wrote it.
     ResultsMoved {
         to: String,
@@ -454,9 +466,33 @@ impl fmt::Display for Warning {
                 f,
                 "the results directory was moved or replaced while the run wrote it: these results are in {to}, not {from}"
             ),
-            Warning::StopsNotWitnessed => f.write_str(
-                "event stops were not witnessed with their counts (--switch-witness counts needs perf_event_paranoid <= 1 or CAP_PERFMON): a gap across a stop may be ambiguous",
-            ),
+            Warning::StopsNotWitnessed {
+                used,
+                asked,
+                paranoid,
+            } => {
+                let what = if *used == SwitchWitness::None {
+                    "event stops were not witnessed (--switch-witness none): an overflow lost at a stop leaves the gap of an interrupt a period late, so such gaps stay ambiguous"
+                } else {
+                    "event stops were witnessed without their counts (--switch-witness times): a gap across a stop may stay ambiguous"
+                };
+                f.write_str(what)?;
+                if *asked == SwitchWitness::Auto {
+                    match paranoid {
+                        Some(level) => write!(
+                            f,
+                            "; the kernel refused the count witness (perf_event_paranoid {level}, no CAP_PERFMON): for the exact verdict run as root or after `sudo sysctl kernel.perf_event_paranoid=1`"
+                        ),
+                        None => f.write_str(
+                            "; the kernel refused the count witness: for the exact verdict run as root or after `sudo sysctl kernel.perf_event_paranoid=1`",
+                        ),
+                    }
+                } else {
+                    f.write_str(
+                        "; for the exact verdict use --switch-witness counts (root, CAP_PERFMON or perf_event_paranoid <= 1)",
+                    )
+                }
+            }
             Warning::AsWritten(s) => f.write_str(s),
         }
     }
@@ -655,13 +691,19 @@ fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
                 requested: t.migrations_requested,
             });
         }
-        if !s.software
-            && side
-                .workers
-                .iter()
-                .any(|w| w.switch_witness != SwitchWitness::Counts)
-        {
-            w.push(Warning::StopsNotWitnessed);
+        // The weakest witness any worker got.
+        let used = side
+            .workers
+            .iter()
+            .map(|w| w.switch_witness)
+            .filter(|&w| w != SwitchWitness::Counts)
+            .min_by_key(|&w| w != SwitchWitness::None);
+        if let Some(used) = used.filter(|_| !s.software) {
+            w.push(Warning::StopsNotWitnessed {
+                used,
+                asked: s.asked_witness,
+                paranoid: side.perf_event_paranoid,
+            });
         }
     }
     w

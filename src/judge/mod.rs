@@ -94,6 +94,14 @@ pub struct JudgeConfig {
     /// run.json) placed the restart anywhere in the handler's slack.
     #[serde(default)]
     pub restart_at_reset: bool,
+    /// No witness records the event's stops (`--switch-witness none`): the
+    /// thread may have been stopped between any two records (a preemption,
+    /// a migration), and an overflow lost there leaves the same gap as an
+    /// interrupt a period late. The judge keeps both wherever a gap fits a
+    /// loss, so such a run is never clean on a gap it cannot explain.
+    /// (False in runs recorded before: replay judges them as they were.)
+    #[serde(default)]
+    pub stops_unseen: bool,
 }
 
 impl JudgeConfig {
@@ -111,6 +119,7 @@ impl JudgeConfig {
             handler_slack: HANDLER_SLACK,
             stops_needed: 0,
             restart_at_reset: true,
+            stops_unseen: false,
         }
     }
 }

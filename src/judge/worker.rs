@@ -445,6 +445,68 @@ mod tests {
         }
     }
 
+    /// Samples at these counts, then the final DISABLE at `end`.
+    fn samples_then_end(counts: &[u64], end: u64) -> Vec<Observation> {
+        let mut stream: Vec<Observation> = counts
+            .iter()
+            .zip(1..)
+            .map(|(&count, t)| Observation::Sample {
+                time_ns: t,
+                cpu: 0,
+                count,
+            })
+            .collect();
+        stream.push(Observation::Final {
+            time_ns: counts.len() as u64 + 1,
+            count: Some(end),
+        });
+        stream
+    }
+
+    fn judged(stops_unseen: bool, stream: &[Observation]) -> InterruptTotals {
+        let cfg = JudgeConfig {
+            stops_unseen,
+            ..JudgeConfig::new(100_000, 1_000, 500, RearmMode::Free)
+        };
+        let mut judge = WorkerJudge::new(0, cfg);
+        feed(&mut judge, stream);
+        judge.verdict().interrupts
+    }
+
+    #[test]
+    fn without_a_stop_witness_a_gap_that_fits_a_loss_is_never_clean() {
+        // The second interrupt comes 2 periods and 200 events in: a period
+        // late (the driver re-based), or the overflow due at 200,000 was
+        // lost at a stop no record shows and this is the next one's, 200
+        // events late. The third fits both grids.
+        let stream = samples_then_end(&[100_100, 300_200, 400_250], 450_000);
+        let seen = judged(false, &stream);
+        assert_eq!(
+            (seen.dropped, seen.ambiguous, seen.rebased_in_handler),
+            (0, 0, 1),
+            "every stop witnessed: none here, so a period late"
+        );
+        let unseen = judged(true, &stream);
+        assert_eq!(unseen.dropped, 0, "{unseen:?}");
+        assert!(unseen.ambiguous >= 1, "{unseen:?}");
+        assert_eq!(unseen.rebased_in_handler, 0, "{unseen:?}");
+    }
+
+    #[test]
+    fn without_a_stop_witness_interrupts_within_a_period_stay_exact() {
+        // Every interrupt less than a period past its due point: no gap
+        // fits a loss, so the unseen stops change nothing.
+        let stream = samples_then_end(&[100_100, 250_000, 300_050, 450_000], 480_000);
+        let seen = judged(false, &stream);
+        let unseen = judged(true, &stream);
+        assert_eq!((unseen.dropped, unseen.ambiguous), (0, 0), "{unseen:?}");
+        assert_eq!(
+            (unseen.on_time, unseen.late, unseen.samples),
+            (seen.on_time, seen.late, seen.samples)
+        );
+        assert_eq!((unseen.on_time, unseen.late), (2, 2));
+    }
+
     #[test]
     fn a_move_stopped_its_worker_when_a_stop_was_witnessed_inside_the_request() {
         let period = 100_000;

@@ -20,6 +20,7 @@ fn settings() -> Settings {
         bisect_overflows_needed: None,
         stops_needed: 0,
         bisect_stops_needed: None,
+        asked_witness: SwitchWitness::Auto,
     }
 }
 
@@ -190,6 +191,7 @@ fn a_runs_own_reasons_are_not_the_streams() {
         stop: &stop,
         stray_signals: (3, 4),
         max_sample_rate: (Some(100_000), Some(50_000)),
+        perf_event_paranoid: Some(1),
     };
     let s = Settings {
         mode: RearmMode::Reset,
@@ -285,6 +287,7 @@ fn a_late_p999_suggests_a_period() {
         stop: &stop,
         stray_signals: (0, 0),
         max_sample_rate: (None, None),
+        perf_event_paranoid: None,
     };
     let v = decide(&Evidence::run(&totals, side), &settings());
     assert_eq!(
@@ -323,4 +326,64 @@ fn ordinals() {
             "111th"
         ]
     );
+}
+
+/// A run without the count witness says why and the one command that gets
+/// it: the kernel's refusal (auto fell back) or the user's choice.
+#[test]
+fn a_run_without_the_count_witness_says_how_to_get_it() {
+    let totals = Counts {
+        interrupts: stream(1000, 0),
+        signals: 1000,
+        migrations_requested: 10,
+        ..Counts::default()
+    };
+    let stop = StopReason::Duration;
+    let with = |got: [SwitchWitness; 2], asked, paranoid, software| {
+        let workers: Vec<WorkerResult> = got
+            .iter()
+            .enumerate()
+            .map(|(n, &w)| WorkerResult {
+                switch_witness: w,
+                ..worker(n, Some(500), 500)
+            })
+            .collect();
+        let side = RunSide {
+            workers: &workers,
+            stop: &stop,
+            stray_signals: (0, 0),
+            max_sample_rate: (None, None),
+            perf_event_paranoid: paranoid,
+        };
+        let s = Settings {
+            asked_witness: asked,
+            software,
+            ..settings()
+        };
+        words(&decide(&Evidence::run(&totals, side), &s).warnings)
+            .into_iter()
+            .filter(|w| w.contains("witnessed"))
+            .collect::<Vec<_>>()
+    };
+    use SwitchWitness::{Auto, Counts as Exact, None as Unseen, Times};
+    let refused = with([Exact, Times], Auto, Some(2), false);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("without their counts"), "{refused:?}");
+    assert!(refused[0].contains("perf_event_paranoid 2"), "{refused:?}");
+    assert!(
+        refused[0].contains("`sudo sysctl kernel.perf_event_paranoid=1`"),
+        "{refused:?}"
+    );
+    let chosen = with([Unseen, Unseen], Unseen, Some(-1), false);
+    assert_eq!(chosen.len(), 1, "{chosen:?}");
+    assert!(chosen[0].contains("(--switch-witness none)"), "{chosen:?}");
+    assert!(
+        chosen[0].contains("use --switch-witness counts"),
+        "{chosen:?}"
+    );
+    // The weakest witness any worker got is the one named.
+    let mixed = with([Times, Unseen], Times, None, false);
+    assert!(mixed[0].contains("(--switch-witness none)"), "{mixed:?}");
+    assert!(with([Exact, Exact], Auto, Some(2), false).is_empty());
+    assert!(with([Unseen, Unseen], Unseen, None, true).is_empty());
 }
