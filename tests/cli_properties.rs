@@ -185,7 +185,11 @@ proptest! {
                     prop_assert_eq!(cfg.duration_ns, Some(ns(d)));
                 }
                 prop_assert_eq!(cfg.watchdog_ns, ns(args.watchdog));
-                prop_assert_eq!(cfg.migrate_interval_ns, ns(args.migrate_interval));
+                // As given, or the default of the 2 CPUs given here.
+                let interval = args
+                    .migrate_interval
+                    .unwrap_or(pmustress::config::StressDefaults::for_cpus(2).migrate_interval);
+                prop_assert_eq!(cfg.migrate_interval_ns, ns(interval));
                 prop_assert!(cfg.watchdog_ns > 0);
                 prop_assert!((1..=MAX_PERIOD).contains(&cfg.period));
                 prop_assert!(cfg.skid < cfg.period);

@@ -227,19 +227,21 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE", value_enum, default_value_t = MigrateMode::PingPong)]
     pub migrate: MigrateMode,
 
-    /// Pause between migration rounds (0: back to back).
-    #[arg(long, value_name = "DURATION", default_value = "0", allow_hyphen_values = true, value_parser = parse_interval)]
-    pub migrate_interval: Duration,
+    /// Pause between migration rounds (0: back to back). [default: 50us on
+    /// 2 CPUs, 0 on more]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_interval)]
+    pub migrate_interval: Option<Duration>,
 
     /// Migrator threads, each moving its share of the workers. [default:
-    /// one per CPU of --cpus]
+    /// one on 2 CPUs, one per CPU of --cpus on more]
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
     pub migrators: Option<usize>,
 
     /// Which workers are moved: only those that ran since their migrator
     /// last looked (a move of a waiting thread stops nothing), or any.
-    #[arg(long = "move", value_name = "WHICH", value_enum, default_value_t = MoveWhich::Running)]
-    pub move_which: MoveWhich,
+    /// [default: any on 2 CPUs, running on more]
+    #[arg(long = "move", value_name = "WHICH", value_enum)]
+    pub move_which: Option<MoveWhich>,
 
     /// How long to measure (500ms, 10s, 5m, 2h). [default: 10s when
     /// --interrupts is not given either]

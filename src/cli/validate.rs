@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::RunArgs;
+use crate::config::StressDefaults;
 use crate::config::event::{self, Platform};
 use crate::config::{Bisect, RunConfig, format_cpus};
 use crate::domain::{MigrateMode, MoveWhich};
@@ -221,7 +222,11 @@ impl RunConfig {
                 ),
             ));
         }
-        let migrate_interval_ns = nanos("--migrate-interval", args.migrate_interval)?;
+        let stress = StressDefaults::for_cpus(cpus.len());
+        let migrate_interval_ns = nanos(
+            "--migrate-interval",
+            args.migrate_interval.unwrap_or(stress.migrate_interval),
+        )?;
         let watchdog_ns = nanos("--watchdog", args.watchdog)?;
         if let Some(d) = args.duration {
             nanos("--duration", d)?;
@@ -270,12 +275,7 @@ impl RunConfig {
             Some(s) => s,
             None => event.default_interrupt_skid.unwrap_or(skid),
         };
-        // The defaults a sweep of the arm64 driver under QEMU chose (2 to 16
-        // vCPUs, qemu/README.md "Stress power"): two workers per CPU, one
-        // migrator per CPU moving only running workers. A move of a
-        // waiting thread stops nothing, and one migrator cannot keep up
-        // with more than a few CPUs.
-        let migrators = args.migrators.unwrap_or(cpus.len());
+        let migrators = args.migrators.unwrap_or(stress.migrators);
         Ok(RunConfig {
             event,
             migrators,
@@ -283,11 +283,11 @@ impl RunConfig {
             skid,
             skid_source,
             interrupt_skid,
-            workers: args.workers.unwrap_or(2 * cpus.len()),
+            workers: args.workers.unwrap_or(stress.workers),
             cpus,
             migrate: args.migrate,
             migrate_interval_ns,
-            move_running_only: args.move_which == MoveWhich::Running,
+            move_running_only: args.move_which.unwrap_or(stress.move_which) == MoveWhich::Running,
             migrate_seed: crate::engine::kernel::monotonic_ns(),
             duration_ns: duration.map(|d| nanos("--duration", d)).transpose()?,
             interrupts_per_worker: args.interrupts,
@@ -365,8 +365,28 @@ mod tests {
         let c = check(&["--event", "task-clock"]).unwrap();
         assert_eq!((c.period, c.skid, c.workers), (1_000_000, 250_000, 4));
         assert_eq!(c.cpus, vec![0, 1]);
-        // The stress defaults: one migrator per CPU, moving running workers.
-        assert_eq!((c.migrators, c.move_running_only), (2, true));
+        // The stress defaults of 2 CPUs: one migrator moving any worker
+        // every 50 us.
+        assert_eq!(
+            (c.migrators, c.move_running_only, c.migrate_interval_ns),
+            (1, false, 50_000)
+        );
+        // Each is still the user's to set.
+        let c = check(&[
+            "--event",
+            "task-clock",
+            "--migrators",
+            "2",
+            "--move",
+            "running",
+            "--migrate-interval",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.migrators, c.move_running_only, c.migrate_interval_ns),
+            (2, true, 0)
+        );
         assert_eq!(c.duration_ns, Some(10_000_000_000));
         assert!(c.event.software);
     }

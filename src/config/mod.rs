@@ -99,6 +99,45 @@ pub struct RunConfig {
     pub max_anomaly_lines: u64,
 }
 
+/// The stress a run makes unless told otherwise, by CPU count: chosen by
+/// sweeps of the arm64 driver under QEMU (2 to 16 vCPUs, qemu/README.md
+/// "Stress power"), as the settings that made the driver lose the most.
+/// Two workers per CPU everywhere. On more than 2 CPUs one migrator per CPU
+/// moving only running workers, back to back: a move of a waiting thread
+/// stops nothing, and one migrator cannot keep up with more than a few
+/// CPUs. On 2 CPUs one migrator moving any worker with a 50 us pause: there
+/// a second migrator takes a CPU from the four workers, and the pause lets
+/// a moved worker run (and count) before it is stopped again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StressDefaults {
+    pub workers: usize,
+    pub migrators: usize,
+    pub move_which: crate::domain::MoveWhich,
+    pub migrate_interval: std::time::Duration,
+}
+
+impl StressDefaults {
+    pub fn for_cpus(cpus: usize) -> StressDefaults {
+        use crate::domain::MoveWhich;
+        let cpus = cpus.max(1);
+        if cpus <= 2 {
+            StressDefaults {
+                workers: 2 * cpus,
+                migrators: 1,
+                move_which: MoveWhich::Any,
+                migrate_interval: std::time::Duration::from_micros(50),
+            }
+        } else {
+            StressDefaults {
+                workers: 2 * cpus,
+                migrators: cpus,
+                move_which: MoveWhich::Running,
+                migrate_interval: std::time::Duration::ZERO,
+            }
+        }
+    }
+}
+
 fn one_migrator() -> usize {
     1
 }
@@ -126,6 +165,35 @@ impl RunConfig {
             )
             .unwrap_or(u64::MAX),
             ..JudgeConfig::new(self.period, self.skid, self.interrupt_skid, self.mode)
+        }
+    }
+}
+
+#[cfg(test)]
+mod stress_defaults_tests {
+    use super::StressDefaults;
+    use crate::domain::MoveWhich;
+    use std::time::Duration;
+
+    #[test]
+    fn the_stress_defaults_follow_the_cpu_count() {
+        let two = StressDefaults::for_cpus(2);
+        assert_eq!(
+            (
+                two.workers,
+                two.migrators,
+                two.move_which,
+                two.migrate_interval
+            ),
+            (4, 1, MoveWhich::Any, Duration::from_micros(50))
+        );
+        for cpus in [3, 4, 8, 16, 48] {
+            let d = StressDefaults::for_cpus(cpus);
+            assert_eq!(
+                (d.workers, d.migrators, d.move_which, d.migrate_interval),
+                (2 * cpus, cpus, MoveWhich::Running, Duration::ZERO),
+                "{cpus} CPUs"
+            );
         }
     }
 }
