@@ -39,7 +39,8 @@ ALL_CASES=(debian61-migrate branches-125 smp2-nopnmi smp2-pnmi smp4-nopnmi smp4-
 # fixed-* cases are their namesakes' runs on the fixed kernel, qemu/patches/fix.patch;
 # open while pmustress's judge models only the stock driver: qemu/README.md, "A
 # candidate fix").
-MORE_CASES=(smp2-yield smp4-pnmi-race fixed-smp2-nopnmi fixed-smp2-pnmi fixed-smp4-pnmi-race)
+MORE_CASES=(smp2-yield smp4-pnmi-race smp4-bisect fixed-smp2-nopnmi fixed-smp2-pnmi
+    fixed-smp4-pnmi-race fixed-smp4-bisect)
 
 # Guest time per matrix run, measured by the guest's CLOCK_MONOTONIC, which
 # -icount shift=0 ties to executed instructions. The checks are exact, so a run need
@@ -170,6 +171,16 @@ define_case() {
         add_run w1-none-free-100k "$PIN_ALL" "lost=0" "${a[@]}"
         mapfile -t a < <(m 4 ping-pong free 100000 --inject-drop-every 97)
         add_run w4-pingpong-free-100k-inj "" "lost=0" "${a[@]}" ;;
+    smp4-bisect) # what each step of a bisect decides (qemu/bisect-step.sh's run)
+        # bisect-step.sh's defaults: one ping-pong worker per vCPU at 4 vCPUs, period
+        # 50000, bisect mode (stop at the first drop, or once enough overflows are
+        # clean). Stock kernel: bad; the fixed kernel: what the fix bisect would see.
+        SMP=4 EXPECT_VERDICT=disabled
+        local r
+        for r in 1 2 3; do
+            add_run "bisect-$r" "" any run --event cycles --migrate ping-pong --period 50000 \
+                --workers 4 --bad-rate 0.001 --confidence 0.99 --duration 10s
+        done ;;
     smp4-pnmi-race) # the race pseudo-NMI leaves: reset mode counting kernel mode
         # With pseudo-NMI on, the NMI can land inside a task-context update of the
         # same event and re-arm the counter too late (irq_unhandled); a stop before
