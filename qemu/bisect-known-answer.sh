@@ -273,7 +273,9 @@ main() {
     if ! git -C "$REPO" rev-parse -q --verify base >/dev/null 2>&1; then
         rm -rf "$REPO"
         if [[ -f $CACHE/kernel/work-$key/obj/vmlinux && -f $CACHE/kernel/oracle-6.1-$key/Image ]]; then
-            adopt_oracle_build "$CACHE/kernel/work-$key"
+            # Under the kernel lock: build-kernel.sh fixed patches that source tree
+            # in place while it builds the fixed kernel from it.
+            with_lock "$CACHE/kernel/lock" adopt_oracle_build "$CACHE/kernel/work-$key"
         else
             make_base_repo
         fi
