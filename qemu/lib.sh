@@ -121,6 +121,8 @@ fetch_arm64_deb() {
     dir=$CACHE/debs/${pkg}_${ver//[:~]/_}
     if [[ ! -d $dir/root ]]; then
         log "apt-get download $pkg:arm64=$ver"
+        # bisect-step.sh on a cache run.sh never made has no debs/ yet.
+        mkdir -p "$CACHE/debs"
         tmp=$(mktemp -d "$CACHE/debs/tmp.XXXXXX")
         (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg:arm64=$ver" >&2)
         dpkg-deb -x "$tmp"/*.deb "$tmp/root"
