@@ -33,8 +33,10 @@
 # the candidate fix (qemu/patches/fix.patch, with fix-oracle.patch: the driver delivers
 # an overflow overdue at a stop after the restart) and D its revert; the pseudo-NMI
 # default is left alone (off). Open: pmustress's judge replays the stock driver's
-# rules, so on the fixed kernel the late deliveries are unexplained (inconclusive: the
-# step is skipped) or read as losses (bad); see qemu/README.md, "A candidate fix".
+# rules, so on the fixed kernel the late deliveries are unexplained or, after a second
+# stop before their interrupt, read as losses: the fixed commits are judged bad, both
+# bisects name the Documentation commit after the fix, and the oracle check fails
+# them (qemu/README.md, "A candidate fix").
 #
 # The repository is cached as $CACHE/bisect-known-answer/KEY/linux (KEY: the oracle
 # kernel's: linux-source-6.1's version, qemu/kernel.config, the cross compiler,
