@@ -4,7 +4,7 @@
 # overflow interrupts again (a regression), and with --fix the one that stopped it (a
 # fix).
 #
-#   qemu/bisect-known-answer.sh [--src DIR] [-- BISECT-STEP-ARGS...]
+#   qemu/bisect-known-answer.sh [--src DIR] [--history pnmi|driver] [-- BISECT-STEP-ARGS...]
 #
 # The history, on top of Debian's linux-source-6.1 with qemu/patches/oracle.patch (the
 # same source as the oracle kernel of qemu/run.sh), one commit each:
@@ -29,6 +29,15 @@
 # The commits have fixed names and dates, so their hashes are the same on every machine
 # with the same linux-source-6.1; the check is by subject, and the hash is printed.
 #
+# --history driver (not in .ci/run yet): the same shape on a real driver change. B is
+# the candidate fix (qemu/patches/fix.patch, with fix-oracle.patch: the driver delivers
+# an overflow overdue at a stop after the restart) and D its revert; the pseudo-NMI
+# default is left alone (off). Open: pmustress's judge replays the stock driver's
+# rules, so on the fixed kernel the late deliveries are unexplained or, after a second
+# stop before their interrupt, read as losses: the fixed commits are judged bad, both
+# bisects name the Documentation commit after the fix, and the oracle check fails
+# them (qemu/README.md, "A candidate fix").
+#
 # The repository is cached as $CACHE/bisect-known-answer/KEY/linux (KEY: the oracle
 # kernel's: linux-source-6.1's version, qemu/kernel.config, the cross compiler,
 # oracle.patch), its object tree where bisect-step.sh keeps it; the history is made
@@ -47,9 +56,22 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-REGRESSION_SUBJECT="arm64: cpufeature: pseudo-NMI off by default again"
-FIX_SUBJECT="arm64: cpufeature: pseudo-NMI on by default"
-FIXED_END_SUBJECT="Documentation/arm64: say pseudo-NMIs are on by default"
+HISTORY=pnmi
+
+# The subjects of the commits to find (and of the fix bisect's fixed end) by history.
+set_subjects() {
+    case $HISTORY in
+    pnmi)
+        REGRESSION_SUBJECT="arm64: cpufeature: pseudo-NMI off by default again"
+        FIX_SUBJECT="arm64: cpufeature: pseudo-NMI on by default"
+        FIXED_END_SUBJECT="Documentation/arm64: say pseudo-NMIs are on by default" ;;
+    driver)
+        FIX_SUBJECT="perf: arm_pmu: deliver an overflow overdue at a stop after the restart"
+        REGRESSION_SUBJECT="Revert \"$FIX_SUBJECT\""
+        FIXED_END_SUBJECT="Documentation/arm64: say the PMU delivers overflows pending at a stop" ;;
+    *) usage >&2; exit 2 ;;
+    esac
+}
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
@@ -118,19 +140,35 @@ sub() {
 
 # The history on top of the base, made again every run (same content, same hashes).
 make_history() {
+    local p
     git_fixed checkout -q -f -B main base
-    printf '\nPseudo-NMIs are off unless irqchip.gicv3_pseudo_nmi=1 is given.\n' \
-        >>"$REPO/Documentation/arm64/silicon-errata.rst"
-    commit_step "Documentation/arm64: say pseudo-NMIs are off by default"
-    sub arch/arm64/kernel/cpufeature.c 'static bool enable_pseudo_nmi;' \
-        'static bool enable_pseudo_nmi = true;'
-    commit_step "$FIX_SUBJECT"
-    printf '\nPseudo-NMIs are on unless irqchip.gicv3_pseudo_nmi=0 is given.\n' \
-        >>"$REPO/Documentation/arm64/silicon-errata.rst"
-    commit_step "$FIXED_END_SUBJECT"
-    sub arch/arm64/kernel/cpufeature.c 'static bool enable_pseudo_nmi = true;' \
-        'static bool enable_pseudo_nmi;'
-    commit_step "$REGRESSION_SUBJECT"
+    if [[ $HISTORY == driver ]]; then
+        printf '\nThe PMU driver loses an overflow pending when an event is stopped.\n' \
+            >>"$REPO/Documentation/arm64/silicon-errata.rst"
+        commit_step "Documentation/arm64: say the PMU loses overflows pending at a stop"
+        for p in "${FIX_PATCHES[@]}"; do
+            patch -s -p1 -d "$REPO" --no-backup-if-mismatch <"$p" >&2 ||
+                die "known answer: ${p##*/} does not apply"
+        done
+        commit_step "$FIX_SUBJECT"
+        printf '\nIt delivers such an overflow after the event restarts.\n' \
+            >>"$REPO/Documentation/arm64/silicon-errata.rst"
+        commit_step "$FIXED_END_SUBJECT"
+        git_fixed revert --no-edit HEAD~1 >/dev/null
+    else
+        printf '\nPseudo-NMIs are off unless irqchip.gicv3_pseudo_nmi=1 is given.\n' \
+            >>"$REPO/Documentation/arm64/silicon-errata.rst"
+        commit_step "Documentation/arm64: say pseudo-NMIs are off by default"
+        sub arch/arm64/kernel/cpufeature.c 'static bool enable_pseudo_nmi;' \
+            'static bool enable_pseudo_nmi = true;'
+        commit_step "$FIX_SUBJECT"
+        printf '\nPseudo-NMIs are on unless irqchip.gicv3_pseudo_nmi=0 is given.\n' \
+            >>"$REPO/Documentation/arm64/silicon-errata.rst"
+        commit_step "$FIXED_END_SUBJECT"
+        sub arch/arm64/kernel/cpufeature.c 'static bool enable_pseudo_nmi = true;' \
+            'static bool enable_pseudo_nmi;'
+        commit_step "$REGRESSION_SUBJECT"
+    fi
     printf '\nstatic int pmustress_known_answer_broken = ;\n' >>"$REPO/drivers/perf/arm_pmu.c"
     commit_step "perf: arm_pmu: a stray line that does not compile"
     sub drivers/perf/arm_pmu.c 'static int pmustress_known_answer_broken = ;' ''
@@ -143,9 +181,10 @@ make_history() {
     commit_step "Documentation/arm64: a note on the PMU and pseudo-NMIs"
 }
 
-# by_subject SUBJECT: the commit of main with that subject.
+# by_subject SUBJECT: the newest commit of main with exactly that subject (a revert's
+# message contains its commit's subject too).
 by_subject() {
-    git -C "$REPO" log --format=%H -n1 --fixed-strings --grep="$1" main
+    git -C "$REPO" log --format='%H %s' main | S="$1" awk '$0 == $1 " " ENVIRON["S"] { print $1; exit }'
 }
 
 # oracle_agrees LOG: every step of LOG that booted, its verdict against the driver's own
@@ -219,11 +258,13 @@ main() {
     while (($#)); do
         case $1 in
         --src) SRC=$2; shift 2 ;;
+        --history) HISTORY=$2; shift 2 ;;
         --) shift; step_args=("$@"); break ;;
         -h | --help) usage; exit 0 ;;
         *) usage >&2; exit 2 ;;
         esac
     done
+    set_subjects
     [[ $(id -u) == 0 ]] || die "run as root (apt-get)"
     ensure_pkgs "$SRC_PKG" git patch perl xz-utils
     key=$(kernel_key oracle)
@@ -234,7 +275,9 @@ main() {
     if ! git -C "$REPO" rev-parse -q --verify base >/dev/null 2>&1; then
         rm -rf "$REPO"
         if [[ -f $CACHE/kernel/work-$key/obj/vmlinux && -f $CACHE/kernel/oracle-6.1-$key/Image ]]; then
-            adopt_oracle_build "$CACHE/kernel/work-$key"
+            # Under the kernel lock: build-kernel.sh fixed patches that source tree
+            # in place while it builds the fixed kernel from it.
+            with_lock "$CACHE/kernel/lock" adopt_oracle_build "$CACHE/kernel/work-$key"
         else
             make_base_repo
         fi

@@ -3,12 +3,21 @@
 # the committed fragment qemu/kernel.config, cached by a hash of the fragment, the
 # source version and the cross compiler version. Prints the path of the Image.
 #
-#   qemu/build-kernel.sh [small|oracle]
+#   qemu/build-kernel.sh [small|oracle|fixed]
 #
 # small (the default): the stock driver. oracle: the same with qemu/patches/oracle.patch
 # applied (the driver counts its lost, handled, throttled and re-based overflows; it
-# changes no behaviour), cached apart under a key that also covers the patch. The oracle
-# build fails if the compiler warns about either patched file.
+# changes no behaviour), cached apart under a key that also covers the patch. fixed: the
+# oracle kernel with the candidate fix, qemu/patches/fix.patch, and the oracle's
+# counters on it, fix-oracle.patch. The oracle and fixed builds fail if the compiler
+# warns about a patched file.
+#
+# The fixed kernel is built incrementally from the oracle kernel's kept trees when
+# they are there (PMUSTRESS_KEEP_KERNEL_BUILD=1 when the oracle kernel was built, as
+# .ci/run sets): a copy of its object tree (~90 MB), its source patched in place for
+# the build and restored after (content and times, under the kernel lock), so only
+# drivers/perf/arm_pmu.c is compiled again and the kernel linked (~1-2 min). Without
+# them (not kept, or taken by bisect-known-answer.sh) it is a whole build of its own.
 #
 # Environment: PMUSTRESS_QEMU_CACHE (default ~/.cache/pmustress-qemu),
 # PMUSTRESS_KERNEL_JOBS (default 3), PMUSTRESS_KEEP_KERNEL_BUILD=1 keeps the source and
@@ -20,8 +29,110 @@ set -euo pipefail
 PATCHED_FILES=(arch/arm64/kernel/perf_event.c drivers/perf/arm_pmu.c)
 VARIANT=${1:-small}
 
+# The variant's patches, in order.
+variant_patches() {
+    case $VARIANT in
+    oracle) printf '%s\n' "$PATCH" ;;
+    fixed) printf '%s\n' "$PATCH" "${FIX_PATCHES[@]}" ;;
+    esac
+}
+
+# apply_patches SRCDIR PATCH...
+apply_patches() {
+    local srcdir=$1 p
+    shift
+    for p in "$@"; do
+        log "applying $p"
+        patch -s -p1 -d "$srcdir" --no-backup-if-mismatch <"$p" >&2 ||
+            die "${p##*/} does not apply to $SRC_PKG"
+    done
+}
+
+# make_image SRCDIR OBJDIR WORK: make Image, the compiler's messages also into
+# WORK/make.stderr; fails if the compiler warns about a patched file.
+make_image() {
+    local srcdir=$1 objdir=$2 work=$3 f
+    nice -n 10 make -s -C "$srcdir" O="$objdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
+        -j"$KERNEL_JOBS" Image 2> >(tee "$work/make.stderr" >&2) >&2
+    check_config "$objdir/.config"
+    if [[ $VARIANT != small ]]; then
+        for f in "${PATCHED_FILES[@]}"; do
+            if grep -F "$f" "$work/make.stderr" | grep -q 'warning:'; then
+                grep -F "$f" "$work/make.stderr" >&2
+                die "the compiler warns about $f with the $VARIANT patches applied"
+            fi
+        done
+    fi
+}
+
+# save_image OBJDIR OUT PATCH...: the Image, its config and what it was built from.
+save_image() {
+    local objdir=$1 out=$2 p
+    shift 2
+    rm -rf "$out.tmp"
+    mkdir -p "$out.tmp"
+    cp "$objdir/arch/arm64/boot/Image" "$objdir/.config" "$out.tmp/"
+    dpkg-query -W -f='${Package} ${Version}\n' "$SRC_PKG" >"$out.tmp/source-version"
+    for p in "$@"; do
+        cp "$p" "$out.tmp/"
+    done
+    mv "$out.tmp" "$out"
+}
+
+# build_fixed_incremental KEY OUT ORACLE-WORK: the fixed kernel from the oracle
+# kernel's kept trees (see the header).
+build_fixed_incremental() {
+    local key=$1 out=$2 owork=$3 work objdir keep start=$SECONDS f p
+    local patches=()
+    mapfile -t patches < <(variant_patches)
+    work=$CACHE/kernel/work-$key
+    objdir=$work/obj
+    keep=$work/oracle-files
+    rm -rf "$work"
+    mkdir -p "$work" "$keep"
+    log "copying the oracle kernel's object tree $owork/obj"
+    cp -a "$owork/obj" "$objdir"
+    for f in "${PATCHED_FILES[@]}"; do
+        mkdir -p "$keep/$(dirname "$f")"
+        cp -p "$owork/src/$f" "$keep/$f"
+    done
+    # The oracle's source as it was, also when the build fails.
+    # shellcheck disable=SC2064 # expand now: the paths are this build's
+    trap "restore_oracle_source '$owork/src' '$keep'" EXIT
+    apply_patches "$owork/src" "${FIX_PATCHES[@]}"
+    log "building Image incrementally with -j$KERNEL_JOBS in $objdir"
+    make_image "$owork/src" "$objdir" "$work"
+    restore_oracle_source "$owork/src" "$keep"
+    trap - EXIT
+    save_image "$objdir" "$out" "${patches[@]}"
+    rm -rf "$work"
+    log "kernel built incrementally in $((SECONDS - start)) s: $out/Image"
+}
+
+# restore_oracle_source SRCDIR KEEP: the patched files back as the oracle kernel's
+# object tree knows them (content and modification times).
+restore_oracle_source() {
+    local srcdir=$1 keep=$2 f
+    [[ -d $keep ]] || return 0
+    for f in "${PATCHED_FILES[@]}"; do
+        cp -p "$keep/$f" "$srcdir/$f"
+    done
+    rm -rf "$keep"
+}
+
 build() {
-    local key=$1 out=$2 work srcdir objdir start
+    local key=$1 out=$2 work srcdir objdir start okey patches=()
+    if [[ $VARIANT == fixed ]]; then
+        okey=$(kernel_key oracle)
+        work=$CACHE/kernel/work-$okey
+        if [[ -f $work/obj/vmlinux && -f $CACHE/kernel/oracle-6.1-$okey/Image &&
+            ! -e $work/src/.git ]]; then
+            build_fixed_incremental "$key" "$out" "$work"
+            return
+        fi
+        log "no kept oracle kernel build in $work: building the fixed kernel whole"
+    fi
+    mapfile -t patches < <(variant_patches)
     work=$CACHE/kernel/work-$key
     srcdir=$work/src
     objdir=$work/obj
@@ -30,34 +141,15 @@ build() {
     mkdir -p "$srcdir" "$objdir"
     log "unpacking /usr/src/$SRC_PKG.tar.xz"
     tar -xJf "/usr/src/$SRC_PKG.tar.xz" -C "$srcdir" --strip-components=1
-    if [[ $VARIANT == oracle ]]; then
-        log "applying $PATCH"
-        patch -s -p1 -d "$srcdir" --no-backup-if-mismatch <"$PATCH" >&2 ||
-            die "oracle.patch does not apply to $SRC_PKG"
-    fi
+    apply_patches "$srcdir" "${patches[@]}"
     log "configuring (allnoconfig + $FRAGMENT)"
     kernel_make "$srcdir" "$objdir" KCONFIG_ALLCONFIG="$FRAGMENT" allnoconfig
     check_config "$objdir/.config"
     log "building Image with -j$KERNEL_JOBS (about 10 CPU-minutes)"
     # The compiler's messages go to the log as usual and to a file, to look for warnings
     # in the patched files.
-    nice -n 10 make -s -C "$srcdir" O="$objdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
-        -j"$KERNEL_JOBS" Image 2> >(tee "$work/make.stderr" >&2) >&2
-    check_config "$objdir/.config"
-    if [[ $VARIANT == oracle ]]; then
-        local f
-        for f in "${PATCHED_FILES[@]}"; do
-            if grep -F "$f" "$work/make.stderr" | grep -q 'warning:'; then
-                grep -F "$f" "$work/make.stderr" >&2
-                die "the compiler warns about $f with oracle.patch applied"
-            fi
-        done
-    fi
-    mkdir -p "$out.tmp"
-    cp "$objdir/arch/arm64/boot/Image" "$objdir/.config" "$out.tmp/"
-    dpkg-query -W -f='${Package} ${Version}\n' "$SRC_PKG" >"$out.tmp/source-version"
-    [[ $VARIANT == oracle ]] && cp "$PATCH" "$out.tmp/oracle.patch"
-    mv "$out.tmp" "$out"
+    make_image "$srcdir" "$objdir" "$work"
+    save_image "$objdir" "$out" "${patches[@]}"
     if [[ ${PMUSTRESS_KEEP_KERNEL_BUILD:-0} != 1 ]]; then
         rm -rf "$work"
     fi
@@ -70,8 +162,8 @@ build_if_missing() {
 
 main() {
     case $VARIANT in
-    small | oracle) ;;
-    *) die "usage: build-kernel.sh [small|oracle]" ;;
+    small | oracle | fixed) ;;
+    *) die "usage: build-kernel.sh [small|oracle|fixed]" ;;
     esac
     ensure_pkgs "$SRC_PKG" bc bison flex libssl-dev libelf-dev make xz-utils gcc \
         gcc-aarch64-linux-gnu patch

@@ -96,6 +96,9 @@ GUEST_TIMEOUT=${PMUSTRESS_QEMU_GUEST_TIMEOUT:-30}
 # The oracle's counters, in /sys/module/pmu_oracle/parameters/ (qemu/patches/oracle.patch).
 ORACLE_COUNTERS=(lost handled throttled rebase_irq rebase_restart restart_overflowed stops
     overdue_at_stop irq_unhandled irq_in_update update_wrapped)
+# Only on the fixed kernel (qemu/patches/fix-oracle.patch): the overdue overflows the
+# fixed driver delivered late, and the flags its stops cleared (`lost` on the stock one).
+FIXED_ORACLE_COUNTERS=(overdue_delivered flag_at_stop)
 
 # ---------------------------------------------------------------------------------------
 # Host setup
@@ -118,6 +121,8 @@ fetch_arm64_deb() {
     dir=$CACHE/debs/${pkg}_${ver//[:~]/_}
     if [[ ! -d $dir/root ]]; then
         log "apt-get download $pkg:arm64=$ver"
+        # bisect-step.sh on a cache run.sh never made has no debs/ yet.
+        mkdir -p "$CACHE/debs"
         tmp=$(mktemp -d "$CACHE/debs/tmp.XXXXXX")
         (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg:arm64=$ver" >&2)
         dpkg-deb -x "$tmp"/*.deb "$tmp/root"
@@ -225,7 +230,7 @@ oracle_delta() {
 # and after). The caller prints its run_one lines, then init_tail.
 init_head() {
     local o
-    o="${ORACLE_COUNTERS[*]}"
+    o="${ORACLE_COUNTERS[*]} ${FIXED_ORACLE_COUNTERS[*]}"
     cat <<EOS
 #!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp /sbin /usr/bin /usr/sbin
@@ -256,7 +261,8 @@ echo \$? > \$R/env.exit
 O=/sys/module/pmu_oracle/parameters
 oracle_read() {
     [ -d \$O ] || return 0
-    for f in $o; do echo "\$f \$(cat \$O/\$f)"; done
+    for f in $o; do [ -e \$O/\$f ] && echo "\$f \$(cat \$O/\$f)"; done
+    return 0
 }
 # run_one NAME COMMAND...: one pmustress run, the oracle read right before and after.
 run_one() {
@@ -403,6 +409,9 @@ run_seconds() {
 SRC_PKG=linux-source-6.1
 FRAGMENT=$QEMU_DIR/kernel.config
 PATCH=$QEMU_DIR/patches/oracle.patch
+# The candidate fix and the oracle's counters on it, applied in this order after
+# oracle.patch for the fixed kernel (build-kernel.sh fixed; qemu/README.md).
+FIX_PATCHES=("$QEMU_DIR/patches/fix.patch" "$QEMU_DIR/patches/fix-oracle.patch")
 KERNEL_JOBS=${PMUSTRESS_KERNEL_JOBS:-3}
 
 # kernel_make SRCDIR OBJDIR MAKE-ARGS...: make for arm64, out of tree, quietly.
@@ -412,18 +421,25 @@ kernel_make() {
     make -s -C "$src" O="$obj" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- "$@" >&2
 }
 
-# kernel_key small|oracle: the cache key of a build of linux-source-6.1 with the fragment.
+# kernel_key small|oracle|fixed: the cache key of a build of linux-source-6.1 with the
+# fragment (and the variant's patches).
 kernel_key() {
-    local variant=$1 srcver gccver
+    local variant=$1 srcver gccver f
     srcver=$(dpkg-query -W -f='${Version}' "$SRC_PKG")
     gccver=$(dpkg-query -W -f='${Version}' gcc-aarch64-linux-gnu)
     {
         cat "$FRAGMENT"
         echo "$SRC_PKG $srcver"
         echo "gcc-aarch64-linux-gnu $gccver"
-        if [[ $variant == oracle ]]; then
+        if [[ $variant == oracle || $variant == fixed ]]; then
             echo "oracle.patch"
             cat "$PATCH"
+        fi
+        if [[ $variant == fixed ]]; then
+            for f in "${FIX_PATCHES[@]}"; do
+                echo "${f##*/}"
+                cat "$f"
+            done
         fi
     } | sha256sum | cut -c1-16
 }

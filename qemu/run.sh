@@ -5,7 +5,8 @@
 #
 # On a Debian 12 x86_64 machine, as root: installs what it needs, builds the oracle
 # kernel (the small 6.1 kernel with qemu/patches/oracle.patch: the driver counts its own
-# lost, handled and re-based overflows), cross-builds pmustress as a static aarch64
+# lost, handled and re-based overflows; for the fixed-* cases also the fixed kernel,
+# the same with the candidate fix qemu/patches/fix.patch), cross-builds pmustress as a static aarch64
 # binary, and boots each case: one boot runs a list of short pmustress runs, reading the
 # oracle's counters right before and right after each. Per run, pmustress's numbers are
 # printed next to the oracle's and must match exactly. Prints one PASS/FAIL line per run
@@ -33,6 +34,12 @@ set -euo pipefail
 # smp2-yield is the stress known answer (qemu/README.md, "The defaults chosen").
 ALL_CASES=(debian61-migrate branches-125 smp2-nopnmi smp2-pnmi smp4-nopnmi smp4-pnmi
     smp2-yield)
+# Cases outside `all`: verdicts without the count witness, and the candidate fix's
+# A/B (the fixed-* cases are their namesakes' runs on the fixed kernel,
+# qemu/patches/fix.patch; open while pmustress's judge models only the stock driver:
+# qemu/README.md, "A candidate fix").
+MORE_CASES=(smp2-unwitnessed smp2-pnmi-unwitnessed smp4-pnmi-race smp4-bisect
+    fixed-smp2-nopnmi fixed-smp2-pnmi fixed-smp4-pnmi-race fixed-smp4-bisect)
 
 # Guest time per matrix run, measured by the guest's CLOCK_MONOTONIC, which
 # -icount shift=0 ties to executed instructions. The checks are exact, so a run need
@@ -53,12 +60,14 @@ YIELD_FACTOR=20
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
-    echo "Cases: ${ALL_CASES[*]}"
+    echo "Cases (all): ${ALL_CASES[*]}"
+    echo "More cases: ${MORE_CASES[*]}"
 }
 
 # add_run NAME WRAP EXPECT PMUSTRESS-ARGS...: one run of the current case.
 # EXPECT: "any", "lost>0" (the oracle must see losses: the bug reproduces), "lost=0"
-# (the oracle must see none), "exit125" (no run.json; the output must match
+# (the oracle must see none), "overdue>0" (the fixed kernel: the oracle must see
+# overflows overdue at a stop, the ones the stock driver loses, and none lost), "exit125" (no run.json; the output must match
 # EXPECT_MESSAGE), "legacy-drops" (no oracle: the Debian kernel's qualitative answer),
 # "wide" (as "any", but an open limit of the judge waives the ambiguity bound: a run
 # above it prints OPEN with the numbers, never PASS; see check_oracle), "baseline" (not
@@ -84,7 +93,7 @@ m() {
         --period "$period" --duration "$DURATION" "$@"
 }
 
-# Each case sets KERNEL (oracle|debian), SMP, APPEND (extra kernel parameters),
+# Each case sets KERNEL (oracle|fixed|debian), SMP, APPEND (extra kernel parameters),
 # EXPECT_VERDICT, EXPECT_NMI_EVIDENCE (1: an evidence line says "using NMIs"),
 # EXPECT_MESSAGE, YIELD (the runs (STRONG WEAK) whose oracle-counted losses
 # check_yield compares), and its runs (add_run). Run names: workers, migration, mode,
@@ -95,11 +104,19 @@ define_case() {
     RUN_NAMES=() RUN_WRAPS=() RUN_EXPECTS=() RUN_ARGS=() RUN_PROGS=()
     local a
     case $1 in
+    fixed-*) KERNEL=fixed ;;
+    esac
+    case ${1#fixed-} in
     smp2-nopnmi) # pseudo-NMI built but not enabled: the overflow interrupt can be lost
         EXPECT_VERDICT=disabled
-        # The classic case: one worker bounced back to back; losses always seen.
+        # The classic case: one worker bounced back to back; losses always seen (on
+        # the fixed kernel: overflows overdue at stops always seen, and none lost).
         mapfile -t a < <(DURATION=2s m 1 ping-pong free 100000)
-        add_run w1-pingpong-free-100k "" "lost>0" "${a[@]}"
+        if [[ $KERNEL == fixed ]]; then
+            add_run w1-pingpong-free-100k "" "overdue>0" "${a[@]}"
+        else
+            add_run w1-pingpong-free-100k "" "lost>0" "${a[@]}"
+        fi
         mapfile -t a < <(m 1 none free 100000)
         add_run w1-none-free-100k "$PIN_ALL" any "${a[@]}"
         mapfile -t a < <(m 2 none free 50000)
@@ -153,6 +170,26 @@ define_case() {
         add_run w1-none-free-100k "$PIN_ALL" "lost=0" "${a[@]}"
         mapfile -t a < <(m 4 ping-pong free 100000 --inject-drop-every 97)
         add_run w4-pingpong-free-100k-inj "" "lost=0" "${a[@]}" ;;
+    smp4-bisect) # what each step of a bisect decides (qemu/bisect-step.sh's run)
+        # bisect-step.sh's defaults: one ping-pong worker per vCPU at 4 vCPUs, period
+        # 50000, bisect mode (stop at the first drop, or once enough overflows are
+        # clean). Stock kernel: bad; the fixed kernel: what the fix bisect would see.
+        SMP=4 EXPECT_VERDICT=disabled
+        local r
+        for r in 1 2 3; do
+            add_run "bisect-$r" "" any run --event cycles --migrate ping-pong --period 50000 \
+                --workers 4 --bad-rate 0.001 --confidence 0.99 --duration 10s
+        done ;;
+    smp4-pnmi-race) # the race pseudo-NMI leaves: reset mode counting kernel mode
+        # With pseudo-NMI on, the NMI can land inside a task-context update of the
+        # same event and re-arm the counter too late (irq_unhandled); a stop before
+        # it fires finds the overflow overdue. Measured on both kernels (qemu/README.md,
+        # "A candidate fix"); at 4 vCPUs a switch's stop is known only between its two
+        # witnesses, hence "wide".
+        SMP=4 APPEND=irqchip.gicv3_pseudo_nmi=1 EXPECT_VERDICT=enabled EXPECT_NMI_EVIDENCE=1
+        mapfile -t a < <(m 3 ping-pong reset 50000 --include-kernel)
+        add_run w3-pingpong-reset-50k-k "" wide "${a[@]}"
+        add_run w3-pingpong-reset-50k-k-2 "" wide "${a[@]}" ;;
     debian61-migrate) # Debian's stock 6.1 kernel (no CONFIG_ARM64_PSEUDO_NMI), no oracle
         KERNEL=debian EXPECT_VERDICT=not-built
         add_run w1-pingpong-free-100k "" legacy-drops run --event cycles --workers 1 \
@@ -232,6 +269,9 @@ run_case() {
     elif [[ " ${RUN_EXPECTS[*]} " == *" baseline "* ]]; then
         image=$ORACLE_IMAGE
         INITRAMFS_EXTRA=$TESTER_EXTRA make_initramfs "$initrd"
+    elif [[ $KERNEL == fixed ]]; then
+        image=$FIXED_IMAGE
+        make_initramfs "$initrd"
     else
         image=$ORACLE_IMAGE
         make_initramfs "$initrd"
@@ -370,7 +410,7 @@ check_run() {
         for k in overflows record_lost; do
             printf '\t%s' "${L[$k]:--}"
         done
-        for k in "${ORACLE_COUNTERS[@]}"; do
+        for k in "${ORACLE_COUNTERS[@]}" "${FIXED_ORACLE_COUNTERS[@]}"; do
             printf '\t%s' "${O[$k]:--}"
         done
         printf '\t%s\n' "$f"
@@ -451,13 +491,14 @@ check_yield() {
 
 # The oracle's exact answers (uses check_run's locals).
 check_oracle() {
-    local missing=() omissing=() want lo amax
-    for k in "${ORACLE_COUNTERS[@]}"; do
+    local missing=() omissing=() want lo amax counters=("${ORACLE_COUNTERS[@]}") stock_model=1
+    [[ $KERNEL != fixed ]] || counters+=("${FIXED_ORACLE_COUNTERS[@]}")
+    for k in "${counters[@]}"; do
         O[$k]=$(oracle_delta "$d" "$k")
         [[ ${O[$k]} != missing ]] || omissing+=("$k")
     done
     for k in samples on_time late rebased_in_handler dropped rebased_at_restart ambiguous \
-        throttled injected stops record_lost late_maybe_rebased count_wraps; do
+        throttled injected stops record_lost late_maybe_rebased count_wraps unexplained; do
         v=$(jq -r --arg k "$k" '.[0].run.totals.interrupts[$k] // "missing" |
             if type == "number" then . else "missing" end' "$report" 2>/dev/null || echo missing)
         P[$k]=$v
@@ -469,11 +510,14 @@ check_oracle() {
     oracle+=" overdue_at_stop ${O[overdue_at_stop]} irq_unhandled ${O[irq_unhandled]}"
     oracle+=" irq_in_update ${O[irq_in_update]}"
     oracle+=" update_wrapped ${O[update_wrapped]}"
+    [[ $KERNEL != fixed ]] ||
+        oracle+=" overdue_delivered ${O[overdue_delivered]} flag_at_stop ${O[flag_at_stop]}"
     ours="dropped ${P[dropped]} ambiguous ${P[ambiguous]} injected ${P[injected]}"
     ours+=" samples ${P[samples]} throttled ${P[throttled]}"
     ours+=" rebased_in_handler ${P[rebased_in_handler]}"
     ours+=" rebased_at_restart ${P[rebased_at_restart]} on_time ${P[on_time]}"
     ours+=" late ${P[late]} stops ${P[stops]} count_wraps ${P[count_wraps]}"
+    ours+=" unexplained ${P[unexplained]}"
     figures="exit $exit_code, verdict $verdict, signals $signals"
     figures+=" | pmustress: $ours"
     figures+=" | oracle: $oracle"
@@ -490,6 +534,10 @@ check_oracle() {
         "lost>0") ((O[lost] > 0)) ||
             fails+=("the oracle saw no loss: raise the budget, do not weaken the test") ;;
         "lost=0") ((O[lost] == 0)) || fails+=("the oracle saw ${O[lost]} lost, want 0") ;;
+        "overdue>0")
+            [[ ${O[overdue_at_stop]} == missing ]] || ((O[overdue_at_stop] > 0)) ||
+                fails+=("the oracle saw no overflow overdue at a stop: the fix was not exercised, raise the budget")
+            ((O[lost] == 0)) || fails+=("the oracle saw ${O[lost]} lost on the fixed kernel, want 0") ;;
         esac
     fi
     ((${#missing[@]} == 0)) || return 0
@@ -507,11 +555,41 @@ check_oracle() {
         fails+=("oracle lost ${O[lost]} > overdue_at_stop ${O[overdue_at_stop]}: the oracle contradicts itself")
     want=$((O[overdue_at_stop] + P[injected]))
     local why="oracle overdue_at_stop ${O[overdue_at_stop]} (lost ${O[lost]}) + injected ${P[injected]}"
-    if ((P[ambiguous] == 0)); then
+    if [[ $KERNEL == fixed ]]; then
+        # The fixed driver delivers an overflow overdue at a stop after the restart
+        # (qemu/patches/fix.patch): each one is either delivered late or lost (a
+        # PERIOD ioctl discarded it, or its event's last stop), exactly, once the
+        # run's events are freed (fix-oracle.patch). Only the lost ones are drops.
+        ((O[overdue_at_stop] == O[overdue_delivered] + O[lost])) ||
+            fails+=("oracle overdue_at_stop ${O[overdue_at_stop]} != overdue_delivered ${O[overdue_delivered]} + lost ${O[lost]}: the oracle contradicts itself")
+        want=$((O[lost] + P[injected]))
+        why="oracle lost ${O[lost]} (overdue_at_stop ${O[overdue_at_stop]}, delivered late ${O[overdue_delivered]}) + injected ${P[injected]}"
+        if ((O[overdue_delivered] > 0)); then
+            # Open, never PASS: pmustress's judge replays the stock driver's rules
+            # (a pending overflow is lost at a stop, even at a second stop before
+            # its interrupt), so the late deliveries fit no explanation there
+            # (unexplained) or read as a loss (qemu/README.md, "A candidate fix").
+            # What the records and the driver say alike is still checked below:
+            # every sample record is one handled overflow (no spurious or
+            # duplicate interrupt), throttling, wraps and stops.
+            stock_model=0
+            notes+=("OPEN: the judge models the stock driver: ${O[overdue_delivered]} late deliveries, pmustress dropped ${P[dropped]} unexplained ${P[unexplained]} ambiguous ${P[ambiguous]} for the oracle's ${O[lost]} lost")
+        else
+            ((P[unexplained] == 0)) ||
+                fails+=("unexplained ${P[unexplained]}: sample records that fit no driver behaviour")
+        fi
+    fi
+    if ((!stock_model)); then
+        :
+    elif ((P[ambiguous] == 0)); then
         ((P[dropped] == want)) || fails+=("dropped ${P[dropped]}, $why = $want")
     else
         lo=$((want - P[ambiguous]))
-        amax=$(ambiguous_max "$args" $((O[handled] + O[overdue_at_stop])))
+        # Every overflow: handled, or without an interrupt (on the fixed kernel the
+        # late deliveries are among the handled).
+        local without=${O[overdue_at_stop]}
+        [[ $KERNEL != fixed ]] || without=${O[lost]}
+        amax=$(ambiguous_max "$args" $((O[handled] + without)))
         ((lo <= P[dropped] && P[dropped] <= want)) ||
             fails+=("dropped ${P[dropped]} outside [$lo, $want] ($why, ambiguous ${P[ambiguous]})")
         if ((P[ambiguous] > amax)) && [[ $expect == wide ]]; then
@@ -548,13 +626,13 @@ check_oracle() {
     # the records do not say. The wraps themselves are checked exactly.
     ((P[count_wraps] == O[update_wrapped])) ||
         fails+=("count_wraps ${P[count_wraps]}, oracle update_wrapped ${O[update_wrapped]}")
-    ((P[rebased_in_handler] <= O[rebase_irq] &&
+    ((!stock_model || P[rebased_in_handler] <= O[rebase_irq] &&
         O[rebase_irq] <= P[rebased_in_handler] + P[injected] + P[late_maybe_rebased] + P[count_wraps])) ||
         fails+=("rebased_in_handler ${P[rebased_in_handler]}, oracle rebase_irq ${O[rebase_irq]} (injected ${P[injected]}, late_maybe_rebased ${P[late_maybe_rebased]}, count_wraps ${P[count_wraps]})")
-    ((P[rebased_at_restart] <= O[rebase_restart] &&
+    ((!stock_model || P[rebased_at_restart] <= O[rebase_restart] &&
         O[rebase_restart] <= P[rebased_at_restart] + P[ambiguous] + P[count_wraps])) ||
         fails+=("rebased_at_restart ${P[rebased_at_restart]}, oracle rebase_restart ${O[rebase_restart]} (ambiguous ${P[ambiguous]}, count_wraps ${P[count_wraps]})")
-    ((O[rebase_irq] + O[rebase_restart] >= P[rebased_in_handler] + P[rebased_at_restart] + P[count_wraps])) ||
+    ((!stock_model || O[rebase_irq] + O[rebase_restart] >= P[rebased_in_handler] + P[rebased_at_restart] + P[count_wraps])) ||
         fails+=("re-bases: oracle ${O[rebase_irq]} + ${O[rebase_restart]} < pmustress ${P[rebased_in_handler]} + ${P[rebased_at_restart]} + count_wraps ${P[count_wraps]}")
     # Stops: every stop of a running counting event that the judge saw is one of the
     # driver's armpmu_stop calls. The driver's count has more: each event's last stop
@@ -578,7 +656,7 @@ check_oracle() {
     else
         fails+=("run.json has no config.workers/config.mode")
     fi
-    if [[ $exit_code =~ ^[0-9]+$ ]]; then
+    if ((stock_model)) && [[ $exit_code =~ ^[0-9]+$ ]]; then
         if ((P[dropped] > 0)); then
             ((exit_code == 1)) || fails+=("exit code $exit_code with ${P[dropped]} dropped, want 1")
         elif ((P[ambiguous] == 0)); then
@@ -657,7 +735,8 @@ report_unfinished() {
 }
 
 main() {
-    local c need_oracle=0 need_debian=0 kernel_pid="" start=$SECONDS failed=0 k order=()
+    local c need_oracle=0 need_debian=0 need_fixed=0 kernel_pid="" fixed_pid="" start=$SECONDS
+    local failed=0 k order=()
     SRC=${PMUSTRESS_SRC:-$(cd "$QEMU_DIR/.." && pwd)}
     OUT=""
     while (($#)); do
@@ -686,7 +765,7 @@ main() {
             printf '\t%s' "$k"
         done
         printf '\toverflows\trecord_lost'
-        for k in "${ORACLE_COUNTERS[@]}"; do
+        for k in "${ORACLE_COUNTERS[@]}" "${FIXED_ORACLE_COUNTERS[@]}"; do
             printf '\toracle_%s' "$k"
         done
         printf '\tresult\n'
@@ -696,7 +775,8 @@ main() {
 
     for c in "${CASES[@]}"; do
         define_case "$c"
-        [[ $KERNEL == oracle ]] && need_oracle=1
+        [[ $KERNEL == oracle || $KERNEL == fixed ]] && need_oracle=1
+        [[ $KERNEL == fixed ]] && need_fixed=1
         [[ $KERNEL == debian ]] && need_debian=1
     done
     install_host_packages
@@ -723,10 +803,16 @@ main() {
         define_case "$c"
         [[ $KERNEL == oracle ]] && order+=("$c")
     done
+    # Then the fixed kernel's: built from the oracle kernel's kept trees (a minute or
+    # two, beside the oracle's boots; build-kernel.sh), so after the oracle kernel.
+    for c in "${CASES[@]}"; do
+        define_case "$c"
+        [[ $KERNEL == fixed ]] && order+=("$c")
+    done
     for c in "${order[@]}"; do
         ((${#LANE_PIDS[@]} < LANES)) || finish_oldest || failed=1
         define_case "$c"
-        if [[ $KERNEL == oracle && -n $kernel_pid ]]; then
+        if [[ $KERNEL != debian && -n $kernel_pid ]]; then
             if ! wait "$kernel_pid"; then
                 while ((${#LANE_PIDS[@]})); do finish_oldest || true; done
                 tail -n 30 "$OUT/build-kernel.log" >&2
@@ -735,6 +821,22 @@ main() {
             kernel_pid=""
             ORACLE_IMAGE=$(tail -n1 "$OUT/kernel-path")
             log "oracle kernel: $ORACLE_IMAGE"
+            if ((need_fixed)); then
+                log "building the fixed kernel in the background (log: $OUT/build-fixed-kernel.log)"
+                "$QEMU_DIR/build-kernel.sh" fixed >"$OUT/fixed-kernel-path" \
+                    2>"$OUT/build-fixed-kernel.log" &
+                fixed_pid=$!
+            fi
+        fi
+        if [[ $KERNEL == fixed && -n $fixed_pid ]]; then
+            if ! wait "$fixed_pid"; then
+                while ((${#LANE_PIDS[@]})); do finish_oldest || true; done
+                tail -n 30 "$OUT/build-fixed-kernel.log" >&2
+                die "building the fixed kernel failed (see $OUT/build-fixed-kernel.log)"
+            fi
+            fixed_pid=""
+            FIXED_IMAGE=$(tail -n1 "$OUT/fixed-kernel-path")
+            log "fixed kernel: $FIXED_IMAGE"
         fi
         start_case "$c"
     done
