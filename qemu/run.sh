@@ -34,10 +34,11 @@ set -euo pipefail
 # smp2-yield is the stress known answer (qemu/README.md, "The defaults chosen").
 ALL_CASES=(debian61-migrate branches-125 smp2-nopnmi smp2-pnmi smp4-nopnmi smp4-pnmi
     smp2-yield smp2-unwitnessed smp2-pnmi-unwitnessed)
-# Cases outside `all`: the candidate fix's A/B (the fixed-* cases are their namesakes' runs on the fixed kernel,
-# qemu/patches/fix.patch; open while pmustress's judge models only the stock driver:
-# qemu/README.md, "A candidate fix").
-MORE_CASES=(smp4-pnmi-race smp4-bisect fixed-smp2-nopnmi fixed-smp2-pnmi fixed-smp4-pnmi-race fixed-smp4-bisect)
+# Cases outside `all`: the candidate fix's A/B (the fixed-* cases are their
+# namesakes' runs on the fixed kernel, qemu/patches/fix.patch; open while pmustress's
+# judge models only the stock driver: qemu/README.md, "A candidate fix").
+MORE_CASES=(smp4-pnmi-race smp4-bisect fixed-smp2-nopnmi fixed-smp2-pnmi
+    fixed-smp4-pnmi-race fixed-smp4-bisect)
 
 # Guest time per matrix run, measured by the guest's CLOCK_MONOTONIC, which
 # -icount shift=0 ties to executed instructions. The checks are exact, so a run need
