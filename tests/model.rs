@@ -4,7 +4,7 @@ Property tests of the judge against the driver model (`judge::model`).
 Each property draws settings per seed (latency up to 3 periods, pseudo-NMI on
 or off, stop and migration rates, free and reset mode, injection,
 throttling, ring gaps, counting kernel mode), generates streams with their
-ground truth, runs `WorkerJudge` over each (the last observation is the
+ground truth, runs `StreamJudge` over each (the last observation is the
 `Final`) and requires the truth back: exactly where the stream has one
 explanation, within the documented bounds where it has several.
 
@@ -17,7 +17,7 @@ number of overflows with that seed that still fails and the stream's end;
 
 use pmustress::domain::RearmMode;
 use pmustress::judge::model::{self, Generated, ModelConfig, Taken, Truth};
-use pmustress::judge::{Observation, WorkerJudge, WorkerVerdict};
+use pmustress::judge::{Observation, StreamJudge, StreamJudgement};
 
 /// Overflows per property: `PMUSTRESS_MODEL_OVERFLOWS` or 10^6.
 fn budget() -> u64 {
@@ -27,8 +27,8 @@ fn budget() -> u64 {
         .unwrap_or(1_000_000)
 }
 
-fn judge(cfg: &ModelConfig, g: &Generated) -> WorkerVerdict {
-    let mut j = WorkerJudge::new(0, cfg.judge_config());
+fn judge(cfg: &ModelConfig, g: &Generated) -> StreamJudgement {
+    let mut j = StreamJudge::new(0, cfg.judge_config());
     let mut windows = Vec::new();
     let mut anomalies = Vec::new();
     for o in &g.observations {
@@ -49,7 +49,7 @@ macro_rules! require {
 
 /// The index of the observation the judge found unexplained first.
 fn first_unexplained(cfg: &ModelConfig, g: &Generated) -> Option<usize> {
-    let mut j = WorkerJudge::new(0, cfg.judge_config());
+    let mut j = StreamJudge::new(0, cfg.judge_config());
     let mut windows = Vec::new();
     let mut anomalies = Vec::new();
     for (k, o) in g.observations.iter().enumerate() {
@@ -146,11 +146,11 @@ fn check_classes(
     Ok(())
 }
 
-type Check = fn(&ModelConfig, &Generated, &WorkerVerdict) -> Result<(), String>;
+type Check = fn(&ModelConfig, &Generated, &StreamJudgement) -> Result<(), String>;
 
 /// A judge that never reports a drop: what it should call dropped it calls
 /// ambiguous (the self-test's injected drops, marked in the stream, stay).
-fn never_drops(v: &WorkerVerdict) -> WorkerVerdict {
+fn never_drops(v: &StreamJudgement) -> StreamJudgement {
     let mut m = v.clone();
     let i = &mut m.interrupts;
     let real = i.dropped - i.injected;
@@ -161,7 +161,7 @@ fn never_drops(v: &WorkerVerdict) -> WorkerVerdict {
 }
 
 /// A judge that reports every ambiguous overflow as a drop.
-fn drops_every_ambiguity(v: &WorkerVerdict) -> WorkerVerdict {
+fn drops_every_ambiguity(v: &StreamJudgement) -> StreamJudgement {
     let mut m = v.clone();
     let i = &mut m.interrupts;
     i.dropped += i.ambiguous;
@@ -342,7 +342,7 @@ fn ambiguity_budget(t: &Truth) -> u64 {
 
 /// The interrupt verdict: exact where the stream has one explanation,
 /// within the ambiguous ones where it has several.
-fn interrupts(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+fn interrupts(cfg: &ModelConfig, g: &Generated, v: &StreamJudgement) -> Result<(), String> {
     let t = &g.truth;
     let i = &v.interrupts;
     let c = classes(cfg, g);
@@ -420,7 +420,7 @@ fn interrupts(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(),
 
 /// The deliveries: every interrupt's signal is delivered, merged, a SIGIO
 /// or in flight, once.
-fn deliveries(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+fn deliveries(cfg: &ModelConfig, g: &Generated, v: &StreamJudgement) -> Result<(), String> {
     let t = &g.truth;
     let d = &v.deliveries;
     require!(d.unmatched == 0, "{}", d.unmatched);
@@ -464,7 +464,7 @@ fn deliveries(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(),
     Ok(())
 }
 
-fn both(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+fn both(cfg: &ModelConfig, g: &Generated, v: &StreamJudgement) -> Result<(), String> {
     interrupts(cfg, g, v)?;
     deliveries(cfg, g, v)
 }
@@ -517,7 +517,7 @@ fn final_stop_within_the_reset_slack() {
     // ([10,000, 11,000]): pending or not yet due, both fit.
     let mut old = cfg.judge_config();
     old.restart_at_reset = false;
-    let mut j = WorkerJudge::new(0, old);
+    let mut j = StreamJudge::new(0, old);
     let (mut w, mut a) = (Vec::new(), Vec::new());
     for o in &g.observations {
         j.observe(o, &mut w, &mut a);
@@ -673,7 +673,7 @@ fn a_grid_moved_at_unwitnessed_stops_leaves_later_stops_uncertain() {
 /// Ring gaps (LOST records): the samples and stops in a gap were never
 /// written, so the overflows there are `record_lost`, never dropped beyond
 /// the truth.
-fn ring_gaps(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+fn ring_gaps(cfg: &ModelConfig, g: &Generated, v: &StreamJudgement) -> Result<(), String> {
     let t = &g.truth;
     let i = &v.interrupts;
     let d = &v.deliveries;
@@ -778,7 +778,7 @@ fn lost_records_and_throttling() {
 }
 
 /// A hand-written stream, judged: one observation per microsecond.
-fn judge_stream(cfg: &ModelConfig, observations: Vec<Observation>) -> WorkerVerdict {
+fn judge_stream(cfg: &ModelConfig, observations: Vec<Observation>) -> StreamJudgement {
     let g = Generated {
         observations,
         truth: Truth::default(),
