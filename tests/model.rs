@@ -717,8 +717,8 @@ fn unknown_and_unwitnessed_stops() {
 /// restart; no later record refutes them, so every later stop between the
 /// grids is open too (seed 362 of `unknown_and_unwitnessed_stops` at 2x10^7:
 /// ambiguous 4, where a model that copied the judge's reasoning counted 3
-/// open places; the records place no due point from the first unrecorded
-/// stop on, so every later stop counts).
+/// open places; while the witness is throttled every interval may hide a
+/// missed stop, and each counts).
 #[test]
 fn a_grid_moved_at_unwitnessed_stops_leaves_later_stops_uncertain() {
     let mut cfg = ModelConfig::new(200_000, RearmMode::Free, 40);

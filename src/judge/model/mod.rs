@@ -54,7 +54,7 @@ use std::collections::VecDeque;
 
 mod records;
 
-use records::{Answer, Known, Seen};
+use records::{Answer, Known, NextRead, Seen};
 
 use super::stream::{Delivery, Observation};
 use super::{HANDLER_SLACK, JudgeConfig};
@@ -314,13 +314,6 @@ pub struct Generated {
     pub decided_losses: Vec<usize>,
 }
 
-/// A question about a stop waiting for the next count read (`Answer::NextRead`).
-#[derive(Debug, Clone, Copy)]
-struct Awaiting {
-    below: u64,
-    sample_below: u64,
-}
-
 /// An overflow raised whose interrupt is not taken yet.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -364,7 +357,7 @@ struct Sim<'a> {
     /// Where the records place the due point, and a question about the
     /// last stop they answer only with the next count read.
     known: Known,
-    awaiting: Option<Awaiting>,
+    awaiting: Option<NextRead>,
     t: u64,
     cpu: u32,
     /// Absolute count (never reset) and the count at the last reset.
@@ -668,7 +661,15 @@ impl Sim<'_> {
                 due_spread: self.known.spread(),
                 after_wrap: std::mem::take(&mut self.unanchored),
             });
-            self.known = self.known.after_sample(self.a, p);
+            // While the switch witness is throttled, a stop it misses may
+            // come anywhere until it is unthrottled: the interval up to
+            // this sample may hide one that lost an overflow.
+            self.known = if self.witness_throttled {
+                self.truth.undecided += 1;
+                Known::Unknown
+            } else {
+                self.known.after_sample(self.a, p)
+            };
             self.check_known();
         } else {
             self.forget();
@@ -889,6 +890,10 @@ impl Sim<'_> {
             Seen::Between(read_at, read_at + HANDLER_SLACK)
         };
         let pending = self.pending.take().is_some();
+        if self.witness_throttled {
+            // The interval up to the PERIOD may hide a missed stop.
+            self.truth.undecided += 1;
+        }
         if self.ask_pending(seen, pending, pending) == Answer::Yes && pending {
             self.unanchored_decisions += 1;
         }
@@ -1101,7 +1106,7 @@ impl Sim<'_> {
         self.due = self.a + p;
         self.gap_moved();
         self.unanchored = true;
-        // The records place no due point until the next reset.
+        // The records place no due point until the next sample or reset.
         self.forget();
     }
 
@@ -1115,6 +1120,8 @@ impl Sim<'_> {
 
     fn witness_unthrottle(&mut self) {
         self.witness_throttled = false;
+        // The interval up to here may hide a missed stop too.
+        self.truth.undecided += 1;
         self.flush_ring_gap();
         let t = self.tick(1_000);
         self.emit(Observation::Unthrottle {
@@ -1143,26 +1150,15 @@ impl Sim<'_> {
                         Seen::At(s) => s + 1,
                         _ => 0,
                     };
-                    self.awaiting = Some(Awaiting {
+                    self.awaiting = Some(NextRead {
                         below: 0,
                         sample_below: before_stop.max(lo + self.p()),
                     });
                 }
             }
             Answer::No => assert!(!pending, "the records say not pending at {seen:?}"),
-            Answer::Open => {
-                self.truth.undecided += 1;
-                self.known = Known::Unknown;
-            }
-            Answer::NextRead {
-                below,
-                sample_below,
-            } => {
-                self.awaiting = Some(Awaiting {
-                    below,
-                    sample_below,
-                });
-            }
+            Answer::Open => self.leave_open(),
+            Answer::NextRead(q) => self.awaiting = Some(q),
         }
         answer
     }
@@ -1181,20 +1177,11 @@ impl Sim<'_> {
                 assert!(!rebased, "the records say rule 2 at {seen:?}");
                 self.known = records::after_loss(known, seen, false, p);
             }
-            Answer::Open => {
-                self.truth.undecided += 1;
-                self.known = Known::Unknown;
-            }
-            Answer::NextRead {
-                below,
-                sample_below,
-            } => {
+            Answer::Open => self.leave_open(),
+            Answer::NextRead(q) => {
                 // Rule 2 unless the next read says the stop may have been a
                 // period past the due point.
-                self.awaiting = Some(Awaiting {
-                    below,
-                    sample_below,
-                });
+                self.awaiting = Some(q);
                 self.known = records::after_loss(known, seen, false, p);
             }
         }
@@ -1207,14 +1194,20 @@ impl Sim<'_> {
         if let Some(q) = self.awaiting.take() {
             let below = if sample { q.sample_below } else { q.below };
             if x >= below {
-                self.truth.undecided += 1;
-                self.known = Known::Unknown;
+                self.leave_open();
             }
         }
     }
 
+    /// A place the records leave open: counted, and they place no due
+    /// point after it until something anchors it again.
+    fn leave_open(&mut self) {
+        self.truth.undecided += 1;
+        self.known = Known::Unknown;
+    }
+
     /// Something the records do not show: they place no due point until
-    /// the next reset, and a question still waiting stays open.
+    /// the next sample or reset, and a question still waiting stays open.
     fn forget(&mut self) {
         if self.awaiting.take().is_some() {
             self.truth.undecided += 1;

@@ -22,8 +22,8 @@ pub(super) enum Known {
     /// handler before (its restart is anywhere in that slack).
     Due { lo: u64, hi: u64 },
     /// Not placed: a stop unrecorded or without its count, a ring gap, a
-    /// throttle, a count wrap, or a question the records left open since
-    /// the last reset. Nothing is decided until the next reset.
+    /// throttle, a count wrap, or a question the records left open, since
+    /// the last sample or reset (either places it again).
     Unknown,
 }
 
@@ -42,7 +42,9 @@ impl Known {
 
     /// After a sample written at count `c` (the pending overflow's
     /// interrupt): rule 2 keeps the grid (the next due a period on), rule 1
-    /// re-bases at `c`. Where the range fits both, the due point is lost.
+    /// re-bases at `c`. Whatever the due point was, the next is in
+    /// (c, c + period]: rule 2 from a due point less than a period before
+    /// `c`, or rule 1 at `c`.
     pub(super) fn after_sample(self, c: u64, period: u64) -> Known {
         match self {
             Known::Due { hi, .. } if c >= hi + period => Known::exact(c + period),
@@ -50,7 +52,10 @@ impl Known {
                 lo: lo + period,
                 hi: hi + period,
             },
-            _ => Known::Unknown,
+            _ => Known::Due {
+                lo: c + 1,
+                hi: c + period,
+            },
         }
     }
 }
@@ -78,12 +83,16 @@ pub(super) enum Answer {
     No,
     /// Both fit, whatever comes later.
     Open,
-    /// "No" if the next count read is below `below` (or the next sample
-    /// below `sample_below`), else open.
-    NextRead {
-        below: u64,
-        sample_below: u64,
-    },
+    /// Answered by the next count read (`NextRead`).
+    NextRead(NextRead),
+}
+
+/// "No" if the next count read is below `below` (or, a sample's, below
+/// `sample_below`), else open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NextRead {
+    pub(super) below: u64,
+    pub(super) sample_below: u64,
 }
 
 /// Was the overflow due in `known` pending when the event stopped (the due
@@ -102,10 +111,10 @@ pub(super) fn pending_at(known: Known, seen: Seen, period: u64) -> Answer {
         // (its sample, less than a period past the due point, when the
         // overflow was not lost) is below where a lost one's successor
         // could be.
-        Seen::From(_) => Answer::NextRead {
+        Seen::From(_) => Answer::NextRead(NextRead {
             below: lo,
             sample_below: lo + period,
-        },
+        }),
         Seen::Between(a, _) if a >= hi => Answer::Yes,
         Seen::Between(_, b) if b < lo => Answer::No,
         _ => Answer::Open,
@@ -125,10 +134,10 @@ pub(super) fn rebased_at_restart(known: Known, seen: Seen, period: u64) -> Answe
         Seen::At(s) if s < lo + period => Answer::No,
         // Rule 2 if the stop was less than a period past every due point
         // the range holds: the next read bounds the stop.
-        Seen::From(_) => Answer::NextRead {
+        Seen::From(_) => Answer::NextRead(NextRead {
             below: lo + period,
             sample_below: lo + period,
-        },
+        }),
         _ => Answer::Open,
     }
 }
@@ -187,10 +196,10 @@ mod tests {
         assert_eq!(pending_at(k, Seen::From(20_000), P), Answer::Yes);
         assert_eq!(
             pending_at(k, Seen::From(19_000), P),
-            Answer::NextRead {
+            Answer::NextRead(NextRead {
                 below: 20_000,
                 sample_below: 30_000
-            }
+            })
         );
     }
 
@@ -225,9 +234,17 @@ mod tests {
             lo: 20_000,
             hi: 21_000,
         };
-        assert_eq!(range.after_sample(30_500, P), Known::Unknown);
+        let anchored = Known::Due {
+            lo: 30_501,
+            hi: 40_500,
+        };
+        assert_eq!(range.after_sample(30_500, P), anchored);
+        assert_eq!(Known::Unknown.after_sample(30_500, P), anchored);
+        // Anchored on a sample, a stop a period past it found the next
+        // overflow pending; one before, open.
+        assert_eq!(pending_at(anchored, Seen::At(40_500), P), Answer::Yes);
+        assert_eq!(pending_at(anchored, Seen::At(40_499), P), Answer::Open);
         assert_eq!(range.after_sample(31_000, P), Known::exact(41_000));
         assert_eq!(range.spread(), Some(1_000));
-        assert_eq!(Known::Unknown.after_sample(1, P), Known::Unknown);
     }
 }
