@@ -2,7 +2,7 @@
 Judge and ring: overflows judged per second, and the cost of a push and a
 pop on the handler's ring, each against a floor measured in the same run:
 
-- judgement: a whole `WorkerJudge` (interrupts replayed on the driver's
+- judgement: a whole `StreamJudge` (interrupts replayed on the driver's
   grid, deliveries matched, histograms, totals) fed one overflow at a time as
   the controller feeds it (a stop, the sample, the signal), against the floor
   of reading the same deltas (a sum);
@@ -27,7 +27,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use common::{Tally, machine_line, ratio_line};
 use pmustress::domain::RearmMode;
 use pmustress::engine::ring::Ring;
-use pmustress::judge::{Delivery, JudgeConfig, Observation, WorkerJudge};
+use pmustress::judge::{Delivery, JudgeConfig, Observation, StreamJudge};
 
 const PERIOD: u64 = 100_000;
 const SKID: u64 = 2_000;
@@ -58,8 +58,8 @@ fn fastrand_like(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
-fn judge() -> WorkerJudge {
-    WorkerJudge::new(0, JudgeConfig::new(PERIOD, SKID, SKID, RearmMode::Free))
+fn judge() -> StreamJudge {
+    StreamJudge::new(0, JudgeConfig::new(PERIOD, SKID, SKID, RearmMode::Free))
 }
 
 fn classifier(c: &mut Criterion) {

@@ -25,7 +25,7 @@ use common::{Spinner, Tally, machine_line, median, ratio_line};
 use pmustress::domain::MigrateMode;
 use pmustress::engine::kernel;
 use pmustress::engine::migrator::{self, Plan};
-use pmustress::engine::worker::WorkerShared;
+use pmustress::engine::worker::WorkerControl;
 
 /// The two CPUs every move alternates between.
 fn cpu_pair() -> [usize; 2] {
@@ -39,7 +39,7 @@ fn cpu_pair() -> [usize; 2] {
 /// thread competes for the CPUs).
 struct Rig {
     cpus: [usize; 2],
-    shared: Arc<WorkerShared>,
+    shared: Arc<WorkerControl>,
     /// u64::MAX when no stop is armed.
     target: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
@@ -48,7 +48,7 @@ struct Rig {
 
 impl Rig {
     fn new() -> Rig {
-        let shared = Arc::new(WorkerShared::new(0));
+        let shared = Arc::new(WorkerControl::new(0));
         let target = Arc::new(AtomicU64::new(u64::MAX));
         let stop = Arc::new(AtomicBool::new(false));
         let spinner = {

@@ -42,7 +42,8 @@ use pmustress::engine::run;
 use pmustress::engine::signal::{self, Slot};
 use pmustress::judge::AnomalyKind;
 
-/// Kinds a software clock produces on its own (shared/software-events.md).
+/// Kinds a software clock produces on its own: the hrtimer skips periods
+/// when it fires late, and the kernel merges signals now and then.
 const SOFTWARE_KINDS: [AnomalyKind; 3] = [
     AnomalyKind::SoftwareTimerSkip,
     AnomalyKind::LateSignal,

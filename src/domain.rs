@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 /// 1: delta-only judgement; 2: interrupts and deliveries judged apart,
 /// `judge` settings; 3: the anomaly list uses anomalies.csv's column names,
 /// `tool` in the incomplete stage too.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const RUN_SCHEMA_VERSION: u32 = 3;
 
 /// Exit statuses, for `git bisect run` among others.
 pub const EXIT_CLEAN: i32 = 0;

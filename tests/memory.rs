@@ -15,7 +15,7 @@ use pmustress::domain::RearmMode;
 use pmustress::evidence::results_dir::{RAW_MEMBER_BYTES, ResultsDir};
 use pmustress::fingerprint::Fingerprint;
 use pmustress::judge::stream::{Delivery, Observation};
-use pmustress::judge::worker::WorkerJudge;
+use pmustress::judge::worker::StreamJudge;
 use pmustress::judge::{ClosedWindow, JudgeConfig};
 
 /// The system allocator, counting the bytes each thread holds: what a
@@ -130,12 +130,12 @@ fn judging_a_long_stream_keeps_the_same_memory_as_a_short_one() {
         software: true,
         ..JudgeConfig::new(PERIOD, PERIOD / 4, PERIOD / 4, RearmMode::Free)
     };
-    let mut judge = WorkerJudge::new(0, cfg);
+    let mut judge = StreamJudge::new(0, cfg);
     let (mut windows, mut anomalies) = (Vec::new(), Vec::new());
     let mut jitter = Jitter(1);
     let mut stream = Vec::with_capacity(4);
     let mut judged = 0;
-    let mut judge_up_to = |n: u64, judge: &mut WorkerJudge| {
+    let mut judge_up_to = |n: u64, judge: &mut StreamJudge| {
         while judged < n {
             judged += 1;
             stream.clear();

@@ -4,9 +4,14 @@ Property tests of the judge against the driver model (`judge::model`).
 Each property draws settings per seed (latency up to 3 periods, pseudo-NMI on
 or off, stop and migration rates, free and reset mode, injection,
 throttling, ring gaps, counting kernel mode), generates streams with their
-ground truth, runs `WorkerJudge` over each (the last observation is the
-`Final`) and requires the truth back: exactly where the stream has one
-explanation, within the documented bounds where it has several.
+ground truth, runs `StreamJudge` over each (the last observation is the
+`Final`) and requires the truth back. The model says which losses the
+records decide and which places they leave open, by its own reading of them
+(`judge::model::records`, never the judge's state): every decided loss
+dropped, never a drop that was not, at most one ambiguous overflow per open
+place, and exact where nothing is open. Each property also runs two wrong
+judges and requires both caught: one that never reports a drop and one that
+reports every ambiguity as a drop.
 
 Each property generates at least `PMUSTRESS_MODEL_OVERFLOWS` overflows
 (default 10^6) in streams of a few thousand to 40,000 overflows. A failure
@@ -17,7 +22,7 @@ number of overflows with that seed that still fails and the stream's end;
 
 use pmustress::domain::RearmMode;
 use pmustress::judge::model::{self, Generated, ModelConfig, Taken, Truth};
-use pmustress::judge::{Observation, WorkerJudge, WorkerVerdict};
+use pmustress::judge::{Observation, StreamJudge, StreamJudgement};
 
 /// Overflows per property: `PMUSTRESS_MODEL_OVERFLOWS` or 10^6.
 fn budget() -> u64 {
@@ -27,8 +32,8 @@ fn budget() -> u64 {
         .unwrap_or(1_000_000)
 }
 
-fn judge(cfg: &ModelConfig, g: &Generated) -> WorkerVerdict {
-    let mut j = WorkerJudge::new(0, cfg.judge_config());
+fn judge(cfg: &ModelConfig, g: &Generated) -> StreamJudgement {
+    let mut j = StreamJudge::new(0, cfg.judge_config());
     let mut windows = Vec::new();
     let mut anomalies = Vec::new();
     for o in &g.observations {
@@ -47,9 +52,31 @@ macro_rules! require {
     };
 }
 
+/// The observations at which the judge called an overflow dropped or
+/// ambiguous.
+fn drop_anomalies(cfg: &ModelConfig, g: &Generated) -> std::collections::BTreeMap<usize, String> {
+    use pmustress::judge::AnomalyKind;
+    let mut j = StreamJudge::new(0, cfg.judge_config());
+    let mut windows = Vec::new();
+    let mut anomalies = Vec::new();
+    let mut out = std::collections::BTreeMap::new();
+    for (k, o) in g.observations.iter().enumerate() {
+        j.observe(o, &mut windows, &mut anomalies);
+        for a in anomalies.drain(..) {
+            if matches!(
+                a.kind,
+                AnomalyKind::DroppedInterrupt | AnomalyKind::Ambiguous
+            ) {
+                out.insert(k, format!("{:?} {}", a.kind, a.missed));
+            }
+        }
+    }
+    out
+}
+
 /// The index of the observation the judge found unexplained first.
 fn first_unexplained(cfg: &ModelConfig, g: &Generated) -> Option<usize> {
-    let mut j = WorkerJudge::new(0, cfg.judge_config());
+    let mut j = StreamJudge::new(0, cfg.judge_config());
     let mut windows = Vec::new();
     let mut anomalies = Vec::new();
     for (k, o) in g.observations.iter().enumerate() {
@@ -61,10 +88,12 @@ fn first_unexplained(cfg: &ModelConfig, g: &Generated) -> Option<usize> {
     None
 }
 
-/// What the judge must find for the samples it does not discard. Where a
-/// due point is known only within the handler slack (after a reset), a late
-/// interrupt may be on time and one a period late only late for the judge:
-/// `late_or_on_time` and `rebased_or_late` count those that can be.
+/// What the judge must find for the samples it does not discard. Where
+/// the records place a due point only within the handler slack (after a
+/// reset by the handler before), a late interrupt may be on time and one a
+/// period late only late: `late_or_on_time` and `rebased_or_late` count
+/// those that can be. Where they do not place it (`unplaced`), only the
+/// total is certain.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Classes {
     on_time: u64,
@@ -72,6 +101,10 @@ struct Classes {
     rebased: u64,
     late_or_on_time: u64,
     rebased_or_late: u64,
+    /// Samples whose due point the records do not place, and of them the
+    /// ones a period or more late.
+    unplaced: u64,
+    unplaced_rebased: u64,
     /// First after a count wrap: the judge anchors the grid on them.
     after_wrap: u64,
 }
@@ -87,70 +120,76 @@ fn classes(cfg: &ModelConfig, g: &Generated) -> Classes {
             c.after_wrap += 1;
             continue;
         }
+        let Some(spread) = s.due_spread else {
+            c.unplaced += 1;
+            c.unplaced_rebased += u64::from(s.taken == Taken::Rebased);
+            continue;
+        };
         match s.taken {
             Taken::OnTime => c.on_time += 1,
             Taken::Late => c.late += 1,
             Taken::Rebased => c.rebased += 1,
         }
         match s.taken {
-            Taken::Late if s.lateness <= cfg.interrupt_skid + s.due_spread => {
-                c.late_or_on_time += 1
-            }
-            Taken::Rebased if s.lateness < cfg.period + s.due_spread => c.rebased_or_late += 1,
+            Taken::Late if s.lateness <= cfg.interrupt_skid + spread => c.late_or_on_time += 1,
+            Taken::Rebased if s.lateness < cfg.period + spread => c.rebased_or_late += 1,
             _ => {}
         }
     }
     c
 }
 
-/// The judge's on-time, late and re-based samples against the truth.
+/// The judge's on-time, late and re-based samples against the truth: the
+/// total always; where the records leave nothing open (`exact`), each
+/// sample whose due point they place in its class (within the range's
+/// slack). Where they leave something open the judge follows several
+/// explanations and merges them into the widest (judge::interrupts), so a
+/// sample placed exactly may be only "late, maybe re-based" for it.
 fn check_classes(
     c: &Classes,
     i: &pmustress::judge::InterruptTotals,
-    budget: u64,
+    exact: bool,
 ) -> Result<(), String> {
     require!(
-        i.on_time + i.late + i.rebased_in_handler == c.on_time + c.late + c.rebased,
+        i.on_time + i.late + i.rebased_in_handler == c.on_time + c.late + c.rebased + c.unplaced,
         "{i:?} vs {c:?}"
     );
     require!(i.after_count_wrap == c.after_wrap, "{i:?} vs {c:?}");
     // Whatever the ambiguity, the driver's re-bases in the handler lie
     // between the certain ones and those some explanation has.
+    let rebased = c.rebased + c.unplaced_rebased;
     require!(
         i.late_maybe_rebased <= i.late
-            && i.rebased_in_handler <= c.rebased
-            && c.rebased <= i.rebased_in_handler + i.late_maybe_rebased + c.rebased_or_late,
+            && i.rebased_in_handler <= rebased
+            && rebased
+                <= i.rebased_in_handler + i.late_maybe_rebased + c.rebased_or_late + c.unplaced,
         "{} + {} maybe vs {c:?}",
         i.rebased_in_handler,
         i.late_maybe_rebased
     );
-    if budget > 0 {
-        // Where two explanations fit, the judge keeps the classes of the
-        // one with the fewest drops; explanations that disagree on a due
-        // point disagree on every sample's lateness until one is refuted,
-        // so only the total is certain.
+    if !exact {
         return Ok(());
     }
-    // One explanation: exact, but where the records give the due point
-    // only as a range (after a reset): "on time if it can be".
+    // Placed: exact, but where the records give the due point only as a
+    // range (after a reset): "on time if it can be".
     require!(
-        c.on_time <= i.on_time && i.on_time <= c.on_time + c.late_or_on_time,
+        c.on_time <= i.on_time && i.on_time <= c.on_time + c.late_or_on_time + c.unplaced,
         "{} vs {c:?}",
         i.on_time
     );
     require!(
-        i.rebased_in_handler <= c.rebased && c.rebased <= i.rebased_in_handler + c.rebased_or_late,
+        c.rebased <= i.rebased_in_handler + c.rebased_or_late,
         "{} vs {c:?}",
         i.rebased_in_handler
     );
     Ok(())
 }
 
-type Check = fn(&ModelConfig, &Generated, &WorkerVerdict) -> Result<(), String>;
+type Check = fn(&ModelConfig, &Generated, &StreamJudgement) -> Result<(), String>;
 
 /// A judge that never reports a drop: what it should call dropped it calls
 /// ambiguous (the self-test's injected drops, marked in the stream, stay).
-fn never_drops(v: &WorkerVerdict) -> WorkerVerdict {
+fn never_drops(v: &StreamJudgement) -> StreamJudgement {
     let mut m = v.clone();
     let i = &mut m.interrupts;
     let real = i.dropped - i.injected;
@@ -161,7 +200,7 @@ fn never_drops(v: &WorkerVerdict) -> WorkerVerdict {
 }
 
 /// A judge that reports every ambiguous overflow as a drop.
-fn drops_every_ambiguity(v: &WorkerVerdict) -> WorkerVerdict {
+fn drops_every_ambiguity(v: &StreamJudgement) -> StreamJudgement {
     let mut m = v.clone();
     let i = &mut m.interrupts;
     i.dropped += i.ambiguous;
@@ -218,18 +257,33 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
             let e = check(&small, &gs, &vs).err().unwrap_or(e);
             // Each sample with its truth: how late, after which due point.
             let mut k = 0;
+            let drops = drop_anomalies(&small, &gs);
             let mut stream: Vec<String> = gs
                 .observations
                 .iter()
-                .map(|o| match o {
-                    Observation::Sample { count, .. } => {
-                        let s = gs.samples[k];
-                        k += 1;
-                        format!("{o:?} due {} {s:?}", count - s.lateness)
+                .enumerate()
+                .map(|(i, o)| {
+                    let mut line = match o {
+                        Observation::Sample { count, .. } => {
+                            let s = gs.samples[k];
+                            k += 1;
+                            format!("{o:?} due {} {s:?}", count - s.lateness)
+                        }
+                        _ => format!("{o:?}"),
+                    };
+                    if gs.decided_losses.contains(&i) {
+                        line = format!("(a loss the records decide)\n{line}");
                     }
-                    _ => format!("{o:?}"),
+                    if let Some(kind) = drops.get(&i) {
+                        line.push_str(&format!("  <- judge: {kind}"));
+                    }
+                    line
                 })
                 .collect();
+            // PMUSTRESS_MODEL_DUMP=FILE: the whole annotated stream there.
+            if let Ok(path) = std::env::var("PMUSTRESS_MODEL_DUMP") {
+                let _ = std::fs::write(path, stream.join("\n"));
+            }
             if stream.len() > 200 {
                 // Around the first unexplained sample, if any.
                 let at = first_unexplained(&small, &gs).unwrap_or(stream.len() - 1);
@@ -247,7 +301,7 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
                 stream.join("\n")
             );
         }
-        if v.interrupts.dropped > v.interrupts.injected {
+        if g.truth.lost > 0 {
             never_could += 1;
             never_caught += u64::from(check(&cfg, &g, &never_drops(&v)).is_err());
         }
@@ -261,7 +315,7 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
         sums[0] += t.lost;
         sums[1] += i.dropped - i.injected;
         sums[2] += i.ambiguous;
-        sums[3] += ambiguity_budget(t);
+        sums[3] += t.undecided;
         sums[4] += i.unexplained;
         sums[5] += t.rebase_irq + t.rebase_restart;
         sums[6] += t.coalesced;
@@ -269,7 +323,7 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
     }
     eprintln!(
         "{name}: {total} overflows in {streams} streams, {:.2?}: lost {} (judge: dropped {}, \
-         ambiguous {} of a budget of {}, unexplained {}), re-based {}, coalesced {} (judge {})",
+         ambiguous {} of {} undecided places, unexplained {}), re-based {}, coalesced {} (judge {})",
         started.elapsed(),
         sums[0],
         sums[1],
@@ -284,12 +338,13 @@ fn property(name: &str, settings: fn(&mut fastrand::Rng, u64) -> ModelConfig, ch
         "{name}: a judge that never drops caught in {never_caught} of {never_could} streams with a drop; \
          one that drops every ambiguity in {every_caught} of {every_could} streams with one"
     );
-    // Not asserted yet: the never-drops direction is printed only. With
-    // 10^6 overflows a property, lost_records_and_throttling caught such a
-    // judge in 0 of 42 streams with a drop (ring_gaps has no upper bound on
-    // the ambiguous), count_wraps in 1 of 25, counting_kernel_mode in 4
-    // of 39: the model's bounds there are the judge's own envelope, which
-    // the independent model (issue 25) must replace.
+    // Both directions, asserted: a judge that never reports a drop fails
+    // wherever the records decide a loss, one that reports every
+    // ambiguity as a drop wherever an ambiguous overflow was not lost.
+    assert!(
+        never_could == 0 || never_caught > 0,
+        "{name}: no stream caught a judge that never drops ({never_could} had a loss)"
+    );
     assert!(
         every_could == 0 || every_caught > 0,
         "{name}: no stream caught a judge that drops every ambiguity ({every_could} had one)"
@@ -325,24 +380,72 @@ fn draw_common(rng: &mut fastrand::Rng, mode: RearmMode, overflows: u64) -> Mode
     cfg
 }
 
-/// How many overflows may be ambiguous: the cases where the records fit
-/// both "pending at a stop" and "not pending" (or both re-arm rules), as the
-/// model counts them. Zero where every stop's count is exact and the due
-/// points follow exactly: free mode, user-mode counting, every stop recorded
-/// with its count, no ring gap.
-fn ambiguity_budget(t: &Truth) -> u64 {
-    t.resets_near_due
-        + t.stops_uncertain
-        + t.sample_splits
-        + t.stops_unknown
-        + t.intervals_unwitnessed
-        + t.overflows_after_unknown_stop
-        + t.stops_after_wrap
+/// The drops against the truth. The records decide some losses (only
+/// "lost" fits them): each must be dropped. Every other loss is dropped or
+/// ambiguous (or, behind a ring gap, its record lost), and every ambiguous
+/// overflow sits at a place the records leave open (`Truth::undecided`):
+/// none, and the judge must be exact.
+fn drops(t: &Truth, i: &pmustress::judge::InterruptTotals) -> Result<(), String> {
+    let a = i.ambiguous;
+    require!(
+        i.dropped <= t.lost + t.injected,
+        "{} vs lost {} + injected {}",
+        i.dropped,
+        t.lost,
+        t.injected
+    );
+    require!(
+        i.dropped >= t.lost_decided + t.injected,
+        "{} vs decided {} + injected {} (of {} lost)",
+        i.dropped,
+        t.lost_decided,
+        t.injected,
+        t.lost
+    );
+    require!(
+        t.lost + t.injected <= i.dropped + a + i.record_lost,
+        "lost {} + injected {} vs {} + {a} ambiguous + {} record-lost",
+        t.lost,
+        t.injected,
+        i.dropped,
+        i.record_lost
+    );
+    require!(
+        a <= t.undecided,
+        "{a} ambiguous vs {} undecided",
+        t.undecided
+    );
+    require!(
+        t.lost_at_final_decided <= i.dropped_at_final_stop
+            && i.dropped_at_final_stop <= t.lost_at_final,
+        "{} vs {} ({} decided)",
+        i.dropped_at_final_stop,
+        t.lost_at_final,
+        t.lost_at_final_decided
+    );
+    // A re-base is claimed only where every explanation has it.
+    require!(
+        i.rebased_at_restart <= t.rebase_restart,
+        "{} vs {}",
+        i.rebased_at_restart,
+        t.rebase_restart
+    );
+
+    if t.undecided == 0 {
+        require!(
+            i.dropped == t.lost + t.injected && a == 0 && i.rebased_at_restart == t.rebase_restart,
+            "{} ({a} ambiguous) vs lost {} + injected {}, nothing undecided",
+            i.dropped,
+            t.lost,
+            t.injected
+        );
+    }
+    Ok(())
 }
 
-/// The interrupt verdict: exact where the stream has one explanation,
-/// within the ambiguous ones where it has several.
-fn interrupts(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+/// The interrupt verdict: exact where the records decide, within the
+/// places they leave open elsewhere.
+fn interrupts(cfg: &ModelConfig, g: &Generated, v: &StreamJudgement) -> Result<(), String> {
     let t = &g.truth;
     let i = &v.interrupts;
     let c = classes(cfg, g);
@@ -354,7 +457,6 @@ fn interrupts(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(),
         i.count_wraps,
         t.count_wraps
     );
-    require!(a <= ambiguity_budget(t), "{a} vs {t:?}");
     require!(
         i.samples == t.samples - t.injected,
         "{} vs {}",
@@ -362,33 +464,8 @@ fn interrupts(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(),
         t.samples
     );
     require!(i.injected == t.injected, "{} vs {}", i.injected, t.injected);
-    // Never a drop that was not; every drop dropped or ambiguous.
-    require!(
-        i.dropped <= t.lost + t.injected && t.lost + t.injected <= i.dropped + a,
-        "{} ({a} ambiguous) vs lost {} + injected {}",
-        i.dropped,
-        t.lost,
-        t.injected
-    );
-    require!(
-        i.dropped_at_final_stop <= t.lost_at_final
-            && t.lost_at_final <= i.dropped_at_final_stop + a,
-        "{} ({a} ambiguous) vs {}",
-        i.dropped_at_final_stop,
-        t.lost_at_final
-    );
-    // A re-base is claimed only where every explanation has it: a stop
-    // whose range straddles "a period past the due point" leaves it open
-    // (counted in the budget), with the drop itself certain.
-    let budget = ambiguity_budget(t);
-    require!(
-        i.rebased_at_restart <= t.rebase_restart
-            && t.rebase_restart <= i.rebased_at_restart + a.max(budget),
-        "{} ({a} ambiguous, budget {budget}) vs {}",
-        i.rebased_at_restart,
-        t.rebase_restart
-    );
-    check_classes(&c, i, ambiguity_budget(t))?;
+    drops(t, i)?;
+    check_classes(&c, i, t.undecided == 0)?;
     require!(i.record_lost == 0, "{}", i.record_lost);
     require!(
         i.throttled == t.throttled,
@@ -420,7 +497,7 @@ fn interrupts(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(),
 
 /// The deliveries: every interrupt's signal is delivered, merged, a SIGIO
 /// or in flight, once.
-fn deliveries(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+fn deliveries(cfg: &ModelConfig, g: &Generated, v: &StreamJudgement) -> Result<(), String> {
     let t = &g.truth;
     let d = &v.deliveries;
     require!(d.unmatched == 0, "{}", d.unmatched);
@@ -464,7 +541,7 @@ fn deliveries(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(),
     Ok(())
 }
 
-fn both(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+fn both(cfg: &ModelConfig, g: &Generated, v: &StreamJudgement) -> Result<(), String> {
     interrupts(cfg, g, v)?;
     deliveries(cfg, g, v)
 }
@@ -517,7 +594,7 @@ fn final_stop_within_the_reset_slack() {
     // ([10,000, 11,000]): pending or not yet due, both fit.
     let mut old = cfg.judge_config();
     old.restart_at_reset = false;
-    let mut j = WorkerJudge::new(0, old);
+    let mut j = StreamJudge::new(0, old);
     let (mut w, mut a) = (Vec::new(), Vec::new());
     for o in &g.observations {
         j.observe(o, &mut w, &mut a);
@@ -530,9 +607,9 @@ fn final_stop_within_the_reset_slack() {
     );
 }
 
-/// Free mode, user-mode counting, every stop recorded with its count: one
-/// explanation, so the ambiguity budget is zero and the judge must find the
-/// truth exactly.
+/// Free mode, user-mode counting, every stop recorded with its count: the
+/// records decide every stop, so nothing is undecided and the judge must
+/// find the truth exactly.
 #[test]
 fn free_mode_exact_stops() {
     property(
@@ -543,7 +620,7 @@ fn free_mode_exact_stops() {
             cfg
         },
         |cfg, g, v| {
-            require!(ambiguity_budget(&g.truth) == 0, "{:?}", g.truth);
+            require!(g.truth.undecided == 0, "{:?}", g.truth);
             both(cfg, g, v)
         },
     );
@@ -639,7 +716,9 @@ fn unknown_and_unwitnessed_stops() {
 /// (re-based: next due at 4,203,733), and a grid moved at an unrecorded
 /// restart; no later record refutes them, so every later stop between the
 /// grids is open too (seed 362 of `unknown_and_unwitnessed_stops` at 2x10^7:
-/// ambiguous 4 against a budget of 3, the stop at 4,201,414 uncounted).
+/// ambiguous 4, where a model that copied the judge's reasoning counted 3
+/// open places; while the witness is throttled every interval may hide a
+/// missed stop, and each counts).
 #[test]
 fn a_grid_moved_at_unwitnessed_stops_leaves_later_stops_uncertain() {
     let mut cfg = ModelConfig::new(200_000, RearmMode::Free, 40);
@@ -656,15 +735,7 @@ fn a_grid_moved_at_unwitnessed_stops_leaves_later_stops_uncertain() {
     cfg.witness_throttle = 0.01;
     cfg.signal_late = 0.3;
     let g = model::generate(&cfg, 362);
-    assert_eq!(
-        (
-            g.truth.stops_unwitnessed,
-            g.truth.overflows_after_unknown_stop
-        ),
-        (2, 2),
-        "{:?}",
-        g.truth
-    );
+    assert_eq!(g.truth.stops_unwitnessed, 2, "{:?}", g.truth);
     let v = judge(&cfg, &g);
     assert_eq!(v.interrupts.ambiguous, 4, "{v:?}");
     both(&cfg, &g, &v).unwrap();
@@ -673,7 +744,7 @@ fn a_grid_moved_at_unwitnessed_stops_leaves_later_stops_uncertain() {
 /// Ring gaps (LOST records): the samples and stops in a gap were never
 /// written, so the overflows there are `record_lost`, never dropped beyond
 /// the truth.
-fn ring_gaps(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), String> {
+fn ring_gaps(cfg: &ModelConfig, g: &Generated, v: &StreamJudgement) -> Result<(), String> {
     let t = &g.truth;
     let i = &v.interrupts;
     let d = &v.deliveries;
@@ -712,27 +783,7 @@ fn ring_gaps(cfg: &ModelConfig, g: &Generated, v: &WorkerVerdict) -> Result<(), 
         // is inconclusive (unexplained), never judged clean.
         return Ok(());
     }
-    require!(
-        i.dropped <= t.lost + t.injected,
-        "{} vs lost {} + injected {}",
-        i.dropped,
-        t.lost,
-        t.injected
-    );
-    require!(
-        t.lost + t.injected <= i.dropped + a + i.record_lost,
-        "lost {} + injected {} vs {} + {a} ambiguous + {} record-lost",
-        t.lost,
-        t.injected,
-        i.dropped,
-        i.record_lost
-    );
-    require!(
-        i.rebased_at_restart <= t.rebase_restart,
-        "{} vs {}",
-        i.rebased_at_restart,
-        t.rebase_restart
-    );
+    drops(t, i)?;
     require!(
         t.record_lost + t.unwritten_after_unthrottle <= i.record_lost + a,
         "{} + {} vs {} + {a} ambiguous",
@@ -778,11 +829,12 @@ fn lost_records_and_throttling() {
 }
 
 /// A hand-written stream, judged: one observation per microsecond.
-fn judge_stream(cfg: &ModelConfig, observations: Vec<Observation>) -> WorkerVerdict {
+fn judge_stream(cfg: &ModelConfig, observations: Vec<Observation>) -> StreamJudgement {
     let g = Generated {
         observations,
         truth: Truth::default(),
         samples: Vec::new(),
+        decided_losses: Vec::new(),
     };
     judge(cfg, &g)
 }
@@ -1003,6 +1055,10 @@ fn interrupts_between_reset_and_period() {
                 i.unexplained,
                 t.taken_in_reset_gap
             );
+            // Unexplained, so inconclusive: what the judge says after the
+            // sample it cannot place rests on a grid it re-anchored there,
+            // so a loss the records decide may be missed (seed 170 at
+            // 5x10^6), but never a drop that was not.
             require!(
                 i.dropped <= t.lost + t.injected,
                 "{} vs {} + {}",

@@ -4,9 +4,9 @@
 
 use crate::util::{has_core_pmu, pmustress, read_json, run, shared_machine, u64_at};
 
-/// Kinds a software clock may show on its own (shared/software-events.md):
-/// the hrtimer skips or slips periods on a loaded 2-CPU VM, and the kernel
-/// now and then merges two overflows' signals. None of them can be a
+/// Kinds a software clock may show on its own: the hrtimer skips or slips
+/// periods on a loaded 2-CPU VM, and the kernel now and then merges two
+/// overflows' signals. None of them can be a
 /// dropped interrupt or our own failure.
 const SOFTWARE_ONLY_KINDS: &[&str] = &["software-timer-skip", "late-signal", "coalesced-signal"];
 

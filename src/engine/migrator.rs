@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::domain::MigrateMode;
 use crate::engine::kernel::{Kernel, Real};
-use crate::engine::worker::WorkerShared;
+use crate::engine::worker::WorkerControl;
 
 /// How long the migrator sleeps when no worker can be moved.
 const IDLE_POLL: Duration = Duration::from_micros(200);
@@ -102,7 +102,7 @@ pub struct Moves {
 /// `served` (indices into `workers`) until `stop`.
 pub fn run(
     plan: Plan,
-    workers: Vec<Arc<WorkerShared>>,
+    workers: Vec<Arc<WorkerControl>>,
     served: Vec<usize>,
     moves: Moves,
     stop: Arc<AtomicBool>,
@@ -114,7 +114,7 @@ pub fn run(
 pub fn run_on<K: Kernel>(
     kernel: &K,
     mut plan: Plan,
-    workers: Vec<Arc<WorkerShared>>,
+    workers: Vec<Arc<WorkerControl>>,
     served: Vec<usize>,
     moves: Moves,
     stop: Arc<AtomicBool>,
@@ -218,7 +218,7 @@ mod tests {
     /// One migrator ping-pongs two workers on the first two of `cpus`,
     /// back to back, until worker 0's tenth move: a count, not a clock.
     fn migrate_until_worker_0_moved_ten_times(
-        workers: &[Arc<WorkerShared>],
+        workers: &[Arc<WorkerControl>],
         cpus: &[usize],
         running_only: bool,
     ) {
@@ -261,9 +261,9 @@ mod tests {
                 })
             })
             .collect();
-        let workers: Vec<Arc<WorkerShared>> = (0..2)
+        let workers: Vec<Arc<WorkerControl>> = (0..2)
             .map(|i| {
-                let w = Arc::new(WorkerShared::new(i));
+                let w = Arc::new(WorkerControl::new(i));
                 w.tid.store(rx.recv().unwrap(), Ordering::Relaxed);
                 w
             })
@@ -291,8 +291,8 @@ mod tests {
         // a heartbeat that never changes: a thread that waits.
         let release = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::channel();
-        let workers: Vec<Arc<WorkerShared>> =
-            (0..2).map(|i| Arc::new(WorkerShared::new(i))).collect();
+        let workers: Vec<Arc<WorkerControl>> =
+            (0..2).map(|i| Arc::new(WorkerControl::new(i))).collect();
         let threads: Vec<_> = (0..2)
             .map(|i| {
                 let (tx, release, me) = (tx.clone(), Arc::clone(&release), Arc::clone(&workers[i]));

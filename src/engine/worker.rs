@@ -55,8 +55,10 @@ fn stall_for_test(index: usize) -> bool {
     }
 }
 
-/// State shared between a worker, the migrator and the controller.
-pub struct WorkerShared {
+/// What the controller, the migrator and the watchdog share with one
+/// running worker: its thread, its event fd, its heartbeat and stop flag,
+/// and the moves made of it.
+pub struct WorkerControl {
     pub index: usize,
     pub tid: AtomicI32,
     /// The event fd (-1: none), so the watchdog can disable a stuck
@@ -74,9 +76,9 @@ pub struct WorkerShared {
     pub moves_failed: AtomicU64,
 }
 
-impl WorkerShared {
-    pub fn new(index: usize) -> WorkerShared {
-        WorkerShared {
+impl WorkerControl {
+    pub fn new(index: usize) -> WorkerControl {
+        WorkerControl {
             index,
             tid: AtomicI32::new(0),
             event_fd: Mutex::new(-1),
@@ -113,7 +115,9 @@ pub struct Finished {
     pub kernel_migrations: Option<u64>,
 }
 
-pub struct WorkerSpec {
+/// What one worker opens and where it starts: its part of the run's
+/// configuration.
+pub struct WorkerConfig {
     pub attr: EventAttr,
     /// What the run asked for (`Auto` already resolved by event type).
     pub witness: SwitchWitness,
@@ -124,8 +128,8 @@ pub struct WorkerSpec {
 /// The thread body. Setup errors go to the controller through `ready`.
 pub fn run<K: Kernel>(
     kernel: K,
-    shared: Arc<WorkerShared>,
-    spec: WorkerSpec,
+    shared: Arc<WorkerControl>,
+    spec: WorkerConfig,
     ready: mpsc::Sender<Result<Ready<K>, String>>,
     go: Arc<std::sync::Barrier>,
 ) -> Finished {
@@ -301,7 +305,7 @@ type Opened<K> = (
 /// records only into a ring that exists). `Auto` tries counts and falls
 /// back to times (the kernel refuses a kernel-counting witness under
 /// perf_event_paranoid > 1).
-fn open_with_witness<K: Kernel>(kernel: &K, spec: &WorkerSpec) -> Result<Opened<K>, String> {
+fn open_with_witness<K: Kernel>(kernel: &K, spec: &WorkerConfig) -> Result<Opened<K>, String> {
     let open = |context_switch: bool| -> Result<(K::Event, MappedRing<K>), String> {
         let attr = EventAttr {
             context_switch,
@@ -363,7 +367,7 @@ fn map_ring<K: Kernel>(kernel: &K, event: &K::Event) -> std::io::Result<MappedRi
 }
 
 /// The workload: conditional branches, nothing else, until told to stop.
-fn spin<K: Kernel>(kernel: &K, shared: &WorkerShared) {
+fn spin<K: Kernel>(kernel: &K, shared: &WorkerControl) {
     let mut acc = 0u64;
     loop {
         // Nothing on the real kernel, which preempts the loop anywhere; a
@@ -385,7 +389,7 @@ fn spin<K: Kernel>(kernel: &K, shared: &WorkerShared) {
 /// The test-only stall: no user code, no heartbeat, and (on a software
 /// clock, which counts only while the thread runs) no overflow, until the
 /// watchdog gives up on this worker.
-fn stall(shared: &WorkerShared) {
+fn stall(shared: &WorkerControl) {
     // Wakes twice a second: a 10 ms poll ran ~1 ms of task time in 4 s under
     // load, enough for the odd software-clock overflow in a thread that is
     // meant to show none.
@@ -431,7 +435,7 @@ mod tests {
     /// file), and a watchdog holding the lock sees it published.
     #[test]
     fn a_published_fd_is_withdrawn_when_the_guard_goes() {
-        let shared = WorkerShared::new(0);
+        let shared = WorkerControl::new(0);
         {
             let _published = PublishedFd::new(&shared.event_fd, 7);
             assert_eq!(*shared.event_fd.lock().unwrap(), 7);

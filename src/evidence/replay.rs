@@ -32,7 +32,7 @@ use crate::evidence::runfile::verdict_name;
 use crate::evidence::verdict::{Evidence, Reason, Settings, coincidences, decide, verdict_of};
 use crate::judge::stream::{HEADER, Row};
 use crate::judge::{
-    Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals, WorkerJudge,
+    Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StreamJudge, StressTotals,
 };
 
 /// The longest line read from a stream: a row is under 200 bytes, so a
@@ -215,7 +215,7 @@ pub struct Replayed {
 /// Judges a stream row by row, one judge per worker.
 pub struct Replay {
     cfg: JudgeConfig,
-    judges: BTreeMap<usize, WorkerJudge>,
+    judges: BTreeMap<usize, StreamJudge>,
     windows: Vec<ClosedWindow>,
     anomalies: Vec<Anomaly>,
 }
@@ -234,7 +234,7 @@ impl Replay {
         let cfg = self.cfg;
         self.judges
             .entry(row.worker)
-            .or_insert_with(|| WorkerJudge::new(row.worker, cfg))
+            .or_insert_with(|| StreamJudge::new(row.worker, cfg))
             .observe(&row.observation, &mut self.windows, &mut self.anomalies);
         self.windows.clear();
         self.anomalies.clear();

@@ -168,8 +168,9 @@ pub struct Counts {
     pub stress: Option<StressTotals>,
 }
 
+/// One worker's entry in run.json's `workers`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkerResult {
+pub struct WorkerEntry {
     pub worker: usize,
     pub final_count: Option<u64>,
     pub stalled: Option<String>,
@@ -338,7 +339,7 @@ impl RunStarted {
         started_unix_s: u64,
     ) -> RunStarted {
         RunStarted {
-            schema_version: crate::domain::SCHEMA_VERSION,
+            schema_version: crate::domain::RUN_SCHEMA_VERSION,
             tool: Some(ToolInfo::this()),
             verdict: Verdict::Incomplete,
             note:
@@ -393,7 +394,7 @@ pub struct RunResults {
     /// True when --inject-drop-every discarded overflows on purpose: such a
     /// run proves the detector, never the machine.
     pub injected: bool,
-    pub workers: Vec<WorkerResult>,
+    pub workers: Vec<WorkerEntry>,
     pub totals: Counts,
     /// Overflow signals and SIGIOs nobody could be charged with.
     pub stray_signals: (u64, u64),

@@ -24,7 +24,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use crate::config::RunConfig;
-use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, SCHEMA_VERSION};
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RUN_SCHEMA_VERSION};
 use crate::evidence::results::{Counts, RunResults, RunStarted, Verdict};
 use crate::evidence::verdict::{Reason, Warning};
 use crate::fingerprint::PseudoNmi;
@@ -36,7 +36,7 @@ use crate::judge::JudgeConfig;
 pub const MAX_RUN_JSON_BYTES: u64 = 16 << 20;
 
 /// The oldest schema version still read.
-pub const OLDEST_SCHEMA_VERSION: u32 = 1;
+pub const OLDEST_RUN_SCHEMA_VERSION: u32 = 1;
 
 /// run.json as read: either stage of the writer's document, by its verdict
 /// (serialised back as that stage, unchanged: `report --format json`).
@@ -75,12 +75,13 @@ impl RunDocument {
             .map_err(|e| anyhow::anyhow!("not a pmustress run.json: {e}"))?;
         match version.schema_version.as_ref().and_then(|v| v.as_u64()) {
             Some(v)
-                if (u64::from(OLDEST_SCHEMA_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v) => {}
-            Some(v) if v > u64::from(SCHEMA_VERSION) => bail!(
-                "schema_version {v} is newer than this pmustress reads ({OLDEST_SCHEMA_VERSION} to {SCHEMA_VERSION}): upgrade pmustress"
+                if (u64::from(OLDEST_RUN_SCHEMA_VERSION)..=u64::from(RUN_SCHEMA_VERSION))
+                    .contains(&v) => {}
+            Some(v) if v > u64::from(RUN_SCHEMA_VERSION) => bail!(
+                "schema_version {v} is newer than this pmustress reads ({OLDEST_RUN_SCHEMA_VERSION} to {RUN_SCHEMA_VERSION}): upgrade pmustress"
             ),
             Some(v) => bail!(
-                "schema_version {v} is not one this pmustress reads ({OLDEST_SCHEMA_VERSION} to {SCHEMA_VERSION})"
+                "schema_version {v} is not one this pmustress reads ({OLDEST_RUN_SCHEMA_VERSION} to {RUN_SCHEMA_VERSION})"
             ),
             None => {
                 bail!("not a pmustress run.json: schema_version is missing or not a whole number")
@@ -445,7 +446,7 @@ mod tests {
             panic!("a finished run");
         };
         let mut written = *recorded;
-        written.schema_version = SCHEMA_VERSION;
+        written.schema_version = RUN_SCHEMA_VERSION;
         let machine = crate::fingerprint::Fingerprint::collect(Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/fingerprint/graviton2-c6g-6.1-disabled"

@@ -9,18 +9,18 @@ reasons and its warnings.
 use hdrhistogram::Histogram;
 
 use crate::config::RunConfig;
-use crate::domain::{CONFIDENCE, RearmMode, SCHEMA_VERSION};
-use crate::engine::run::{RunRecord, WorkerRecord};
+use crate::domain::{CONFIDENCE, RUN_SCHEMA_VERSION, RearmMode};
+use crate::engine::run::{RunRecord, WorkerOutcome};
 use crate::evidence::results::{
     AnomalyRecord, Counts, DeltaStats, LatencyStats, RunResults, StressSummary, ToolInfo,
-    WorkerResult,
+    WorkerEntry,
 };
 use crate::evidence::verdict::{Evidence, RunSide, Settings, coincidences, decide};
 use crate::fingerprint::Fingerprint;
 use crate::judge::stats::Rate;
 use crate::judge::{Anomaly, InterruptTotals};
 
-fn counts_of(w: &WorkerRecord, cfg: &RunConfig) -> Counts {
+fn counts_of(w: &WorkerOutcome, cfg: &RunConfig) -> Counts {
     let v = &w.verdict;
     let i = &v.interrupts;
     let d = &v.deliveries;
@@ -121,7 +121,7 @@ impl RunResults {
         let mut totals = Counts::default();
         let mut merged = Histogram::<u64>::new(3).expect("valid precision");
         let mut latency = Histogram::<u64>::new(3).expect("valid precision");
-        let workers: Vec<WorkerResult> = record
+        let workers: Vec<WorkerEntry> = record
             .workers
             .iter()
             .map(|w| {
@@ -129,7 +129,7 @@ impl RunResults {
                 add(&mut totals, &counts);
                 let _ = merged.add(&w.histogram);
                 let _ = latency.add(&w.latency);
-                WorkerResult {
+                WorkerEntry {
                     worker: w.verdict.worker,
                     final_count: w.final_count,
                     stalled: w.stalled.clone(),
@@ -167,7 +167,7 @@ impl RunResults {
             record.elapsed_ns,
         );
         RunResults {
-            schema_version: SCHEMA_VERSION,
+            schema_version: RUN_SCHEMA_VERSION,
             tool: ToolInfo::this(),
             argv,
             config: cfg.clone(),

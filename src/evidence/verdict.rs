@@ -26,7 +26,7 @@ use crate::domain::{
     CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, MigrateMode, RearmMode, StopReason,
     SwitchWitness,
 };
-use crate::evidence::results::{Counts, Verdict, WorkerResult};
+use crate::evidence::results::{Counts, Verdict, WorkerEntry};
 use crate::judge::{AnomalyKind, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals};
 
 pub use crate::domain::MIN_EVIDENCE_RATE;
@@ -99,7 +99,7 @@ impl Settings {
 /// rings and signals, why it stopped.
 #[derive(Debug, Clone, Copy)]
 pub struct RunSide<'a> {
-    pub workers: &'a [WorkerResult],
+    pub workers: &'a [WorkerEntry],
     pub stop: &'a StopReason,
     /// Overflow signals nobody could be charged with, and SIGIOs likewise.
     pub stray_signals: (u64, u64),

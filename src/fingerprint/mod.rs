@@ -42,7 +42,7 @@ use crate::fingerprint::cpu::{BranchEvent, CpuId, format_cpu_list};
 use read::Root;
 
 /// The fingerprint's own `schema_version` (run.json's is
-/// `domain::SCHEMA_VERSION`): bumped whenever a field changes meaning or
+/// `domain::RUN_SCHEMA_VERSION`): bumped whenever a field changes meaning or
 /// disappears, so results written by different versions can be compared
 /// knowingly.
 pub const FINGERPRINT_SCHEMA_VERSION: u32 = 1;
@@ -154,19 +154,9 @@ fn cpu_row(f: &mut fmt::Formatter<'_>, label: &str, item: &Sourced<Vec<u32>>) ->
     row(f, label, &item.clone().map(|v| format_cpu_list(&v)))
 }
 
-impl fmt::Display for Fingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "pseudo-NMI: {}", self.pseudo_nmi.verdict)?;
-        for e in &self.pseudo_nmi.evidence {
-            writeln!(f, "  {e}")?;
-        }
-        writeln!(f)?;
-        writeln!(
-            f,
-            "tool: {} {} (commit {}); root {}",
-            self.tool.name, self.tool.version, self.tool.commit, self.root
-        )?;
-
+impl Fingerprint {
+    /// The running kernel: release, command line, watched config options, log.
+    fn write_kernel(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let k = &self.kernel;
         writeln!(f, "\nkernel")?;
         row(f, "release", &k.release)?;
@@ -212,7 +202,11 @@ impl fmt::Display for Fingerprint {
         } else {
             writeln!(f, "  {:<27} -  ({})", "log", k.log.unreadable.join("; "))?;
         }
+        Ok(())
+    }
 
+    /// The CPU clusters and the core model each has.
+    fn write_cpus(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "\ncpus ({})", self.cpus.sources.join(", "))?;
         for c in &self.cpus.clusters {
             writeln!(f, "  {:<27} {}", c.cpus, c.id)?;
@@ -233,7 +227,11 @@ impl fmt::Display for Fingerprint {
                 }
             )?;
         }
+        Ok(())
+    }
 
+    /// DMI names and whether this is a virtual machine.
+    fn write_machine(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = &self.machine;
         writeln!(f, "\nmachine")?;
         row(f, "sys_vendor", &m.dmi.sys_vendor)?;
@@ -252,7 +250,11 @@ impl fmt::Display for Fingerprint {
         for e in &m.virtualization.evidence {
             writeln!(f, "  {:<27}   {e}", "")?;
         }
+        Ok(())
+    }
 
+    /// The PMUs sysfs lists, the core ones in detail.
+    fn write_pmus(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.pmus;
         writeln!(f, "\npmus [{}]", p.source)?;
         if !p.has_hardware_pmu {
@@ -294,7 +296,11 @@ impl fmt::Display for Fingerprint {
         for l in &p.log_lines {
             writeln!(f, "  {}: \"{l}\"", self.kernel.log.name())?;
         }
+        Ok(())
+    }
 
+    /// The sysctls and limits that decide what a run can do.
+    fn write_knobs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = &self.knobs;
         writeln!(f, "\nknobs")?;
         row(f, "perf_event_paranoid", &n.perf_event_paranoid)?;
@@ -313,6 +319,26 @@ impl fmt::Display for Fingerprint {
         cpu_row(f, "allowed cpus", &n.allowed_cpus)?;
         row(f, "isolcpus", &n.isolcpus)?;
         row(f, "nohz_full", &n.nohz_full)
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "pseudo-NMI: {}", self.pseudo_nmi.verdict)?;
+        for e in &self.pseudo_nmi.evidence {
+            writeln!(f, "  {e}")?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "tool: {} {} (commit {}); root {}",
+            self.tool.name, self.tool.version, self.tool.commit, self.root
+        )?;
+        self.write_kernel(f)?;
+        self.write_cpus(f)?;
+        self.write_machine(f)?;
+        self.write_pmus(f)?;
+        self.write_knobs(f)
     }
 }
 

@@ -21,7 +21,7 @@ use super::kmsg::KernelLog;
 use super::read::Sourced;
 use super::running_kernel::{ArchFamily, Cmdline, ConfigValue, KernelConfig, kstrtobool};
 
-pub const PARAM: &str = "irqchip.gicv3_pseudo_nmi";
+const PARAM: &str = "irqchip.gicv3_pseudo_nmi";
 const CONFIG: &str = "CONFIG_ARM64_PSEUDO_NMI";
 /// The arm_pmu probe line: "hw perfevents: enabled with armv8_pmuv3_0 PMU
 /// driver, 7 counters available" (6.11+: "7 (0,8000003f) counters available").
@@ -135,56 +135,23 @@ fn quote(log: &KernelLog, lines: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Whether the running kernel's PMU interrupt is a pseudo-NMI, with the
+/// lines that say so: the architecture first, then the kernel log (the only
+/// word on the running kernel), then its config and command line.
 pub fn verdict(
     arch: &Sourced<String>,
     cmdline: &Sourced<Cmdline>,
     config: &Sourced<KernelConfig>,
     log: &KernelLog,
 ) -> PseudoNmi {
-    let done = |verdict, evidence| PseudoNmi { verdict, evidence };
-    let Some(machine) = arch.value.as_deref() else {
-        return done(
-            PseudoNmiVerdict::Unknown,
-            vec![format!("arch unknown: {}", arch.source)],
-        );
-    };
-    match ArchFamily::from_uname(machine) {
-        ArchFamily::Arm64 => {}
-        ArchFamily::X86 => {
-            return done(
-                PseudoNmiVerdict::NotApplicable,
-                vec![format!(
-                    "arch {machine} ({}): the PMU overflow interrupt is an NMI already",
-                    arch.source
-                )],
-            );
-        }
-        ArchFamily::Other => {
-            return done(
-                PseudoNmiVerdict::NotApplicable,
-                vec![format!(
-                    "arch {machine} ({}): pseudo-NMI is an arm64 GICv3 mechanism",
-                    arch.source
-                )],
-            );
-        }
+    if let Err(not_arm64) = arm64(arch) {
+        return not_arm64;
     }
-
     let req = request(cmdline);
     let cfg = built(config);
-    let probes: Vec<&str> = log
-        .grep(PROBE)
-        .filter(|l| l.contains(" PMU driver, "))
-        .collect();
-    let nmi_probes: Vec<&str> = probes
-        .iter()
-        .copied()
-        .filter(|l| l.trim_end().ends_with(PROBE_NMI))
-        .collect();
-    let gic: Vec<&str> = log.grep(GIC_ENABLED).collect();
-    let refused: Vec<&str> = log.grep(FIRMWARE_REFUSED).collect();
-    let prio: Vec<&str> = log.grep(PRIO_MASKING).collect();
-    let log_enabled = !nmi_probes.is_empty() || (!gic.is_empty() && probes.is_empty());
+    let lines = LogLines::grep(log);
+    let log_enabled =
+        !lines.nmi_probes.is_empty() || (!lines.gic.is_empty() && lines.probes.is_empty());
 
     // Not built: the kernel cannot do it, whatever was asked. Only the log
     // of the running kernel can overrule a config file, and then the file
@@ -193,70 +160,143 @@ pub fn verdict(
         && !log_enabled
     {
         let mut ev = vec![cfg_line.clone(), req.line()];
-        ev.extend(quote(log, &probes));
+        ev.extend(quote(log, &lines.probes));
         return done(PseudoNmiVerdict::NotBuilt, ev);
     }
+    if log.is_readable()
+        && let Some(v) = from_log(log, &lines, &req, &cfg)
+    {
+        return v;
+    }
+    // No usable log: decide from the config and command line, if they can.
+    without_log(log, cfg, req)
+}
 
-    if log.is_readable() {
-        if !nmi_probes.is_empty() {
-            let mut ev = quote(log, &nmi_probes);
-            ev.extend(quote(log, &gic));
-            ev.push(req.line());
-            if let Built::No(cfg_line) = &cfg {
-                ev.push(format!(
-                    "{cfg_line}, yet the running kernel uses NMIs: that config is not this kernel's"
-                ));
-            }
-            return done(PseudoNmiVerdict::Enabled, ev);
-        }
-        if !refused.is_empty() {
-            let mut ev = quote(log, &refused);
-            ev[0].push_str(" (firmware refused)");
-            ev.push(req.line());
-            ev.extend(quote(log, &probes));
-            return done(PseudoNmiVerdict::Disabled, ev);
-        }
-        if !gic.is_empty() {
-            let mut ev = quote(log, &gic);
-            if probes.is_empty() {
-                ev.push(format!(
-                    "{}: no PMU probe line to confirm the PMU uses it",
-                    log.name()
-                ));
-                ev.push(req.line());
-                return done(PseudoNmiVerdict::Enabled, ev);
-            }
-            // The GIC can deliver NMIs, but the PMU driver fell back to a
-            // normal IRQ: what matters here is the PMU interrupt.
-            let mut first = quote(log, &probes);
-            first[0].push_str(" (no \", using NMIs\": the PMU driver took a normal IRQ)");
-            first.extend(ev);
-            return done(PseudoNmiVerdict::Disabled, first);
-        }
-        if !probes.is_empty() || log.covers_boot {
-            let mut ev = if probes.is_empty() {
-                vec![format!(
-                    "{}: from boot, no PMU probe line and no \"{GIC_ENABLED}\" line",
-                    log.name()
-                )]
-            } else {
-                let mut q = quote(log, &probes);
-                q[0].push_str(" (no \", using NMIs\")");
-                q
-            };
-            match &req {
-                Request::Yes(line) => ev.push(format!("{line}, but the kernel did not enable it")),
-                other => ev.push(other.line()),
-            }
-            ev.extend(quote(log, &prio));
-            if let Built::Yes(line) | Built::Unknown(line) = &cfg {
-                ev.push(line.clone());
-            }
-            return done(PseudoNmiVerdict::Disabled, ev);
+fn done(verdict: PseudoNmiVerdict, evidence: Vec<String>) -> PseudoNmi {
+    PseudoNmi { verdict, evidence }
+}
+
+/// Ok on arm64; elsewhere (or where the arch is unknown) the verdict.
+fn arm64(arch: &Sourced<String>) -> Result<(), PseudoNmi> {
+    let Some(machine) = arch.value.as_deref() else {
+        return Err(done(
+            PseudoNmiVerdict::Unknown,
+            vec![format!("arch unknown: {}", arch.source)],
+        ));
+    };
+    let why = match ArchFamily::from_uname(machine) {
+        ArchFamily::Arm64 => return Ok(()),
+        ArchFamily::X86 => "the PMU overflow interrupt is an NMI already",
+        ArchFamily::Other => "pseudo-NMI is an arm64 GICv3 mechanism",
+    };
+    Err(done(
+        PseudoNmiVerdict::NotApplicable,
+        vec![format!("arch {machine} ({}): {why}", arch.source)],
+    ))
+}
+
+/// The kernel log's lines that bear on pseudo-NMI.
+struct LogLines<'a> {
+    /// The PMU driver's probe lines, and those of them saying it uses NMIs.
+    probes: Vec<&'a str>,
+    nmi_probes: Vec<&'a str>,
+    /// The GIC's "pseudo-NMIs enabled", firmware's refusal, and priority
+    /// masking lines.
+    gic: Vec<&'a str>,
+    refused: Vec<&'a str>,
+    prio: Vec<&'a str>,
+}
+
+impl<'a> LogLines<'a> {
+    fn grep(log: &'a KernelLog) -> LogLines<'a> {
+        let probes: Vec<&str> = log
+            .grep(PROBE)
+            .filter(|l| l.contains(" PMU driver, "))
+            .collect();
+        let nmi_probes = probes
+            .iter()
+            .copied()
+            .filter(|l| l.trim_end().ends_with(PROBE_NMI))
+            .collect();
+        LogLines {
+            probes,
+            nmi_probes,
+            gic: log.grep(GIC_ENABLED).collect(),
+            refused: log.grep(FIRMWARE_REFUSED).collect(),
+            prio: log.grep(PRIO_MASKING).collect(),
         }
     }
+}
 
-    // No usable log: decide from the config and command line, if they can.
+/// The verdict a readable log gives, if it gives one.
+fn from_log(
+    log: &KernelLog,
+    lines: &LogLines<'_>,
+    req: &Request,
+    cfg: &Built,
+) -> Option<PseudoNmi> {
+    if !lines.nmi_probes.is_empty() {
+        let mut ev = quote(log, &lines.nmi_probes);
+        ev.extend(quote(log, &lines.gic));
+        ev.push(req.line());
+        if let Built::No(cfg_line) = cfg {
+            ev.push(format!(
+                "{cfg_line}, yet the running kernel uses NMIs: that config is not this kernel's"
+            ));
+        }
+        return Some(done(PseudoNmiVerdict::Enabled, ev));
+    }
+    if !lines.refused.is_empty() {
+        let mut ev = quote(log, &lines.refused);
+        ev[0].push_str(" (firmware refused)");
+        ev.push(req.line());
+        ev.extend(quote(log, &lines.probes));
+        return Some(done(PseudoNmiVerdict::Disabled, ev));
+    }
+    if !lines.gic.is_empty() {
+        let mut ev = quote(log, &lines.gic);
+        if lines.probes.is_empty() {
+            ev.push(format!(
+                "{}: no PMU probe line to confirm the PMU uses it",
+                log.name()
+            ));
+            ev.push(req.line());
+            return Some(done(PseudoNmiVerdict::Enabled, ev));
+        }
+        // The GIC can deliver NMIs, but the PMU driver fell back to a
+        // normal IRQ: what matters here is the PMU interrupt.
+        let mut first = quote(log, &lines.probes);
+        first[0].push_str(" (no \", using NMIs\": the PMU driver took a normal IRQ)");
+        first.extend(ev);
+        return Some(done(PseudoNmiVerdict::Disabled, first));
+    }
+    if !lines.probes.is_empty() || log.covers_boot {
+        let mut ev = if lines.probes.is_empty() {
+            vec![format!(
+                "{}: from boot, no PMU probe line and no \"{GIC_ENABLED}\" line",
+                log.name()
+            )]
+        } else {
+            let mut q = quote(log, &lines.probes);
+            q[0].push_str(" (no \", using NMIs\")");
+            q
+        };
+        match req {
+            Request::Yes(line) => ev.push(format!("{line}, but the kernel did not enable it")),
+            other => ev.push(other.line()),
+        }
+        ev.extend(quote(log, &lines.prio));
+        if let Built::Yes(line) | Built::Unknown(line) = cfg {
+            ev.push(line.clone());
+        }
+        return Some(done(PseudoNmiVerdict::Disabled, ev));
+    }
+    None
+}
+
+/// The verdict from the config and command line alone (`log` says why they
+/// must do).
+fn without_log(log: &KernelLog, cfg: Built, req: Request) -> PseudoNmi {
     let log_why = if log.is_readable() {
         format!(
             "{}: no longer holds the boot messages (ring buffer wrapped), so a missing line proves nothing",

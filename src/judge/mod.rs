@@ -25,6 +25,9 @@ where in the period they fell: what a clean verdict survived.
 */
 
 pub mod deliveries;
+// Exempt from the 120-line limit (src/lib.rs) while it is split by concept
+// on another branch (its `sample` handler is the long one); remove then.
+#[allow(clippy::too_many_lines)]
 pub mod interrupts;
 pub mod kinds;
 #[cfg(feature = "testkit")]
@@ -44,7 +47,7 @@ pub use interrupts::InterruptTotals;
 pub use kinds::AnomalyKind;
 pub use stream::{Delivery, Observation, Row};
 pub use stress::{Sensitivity, StressTotals};
-pub use worker::{Anomaly, WorkerJudge, WorkerVerdict};
+pub use worker::{Anomaly, StreamJudge, StreamJudgement};
 
 /// User-mode events our handler runs between its read and the DISABLE that
 /// stops the event (reset mode): the stop is at most this far past the read.

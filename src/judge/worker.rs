@@ -57,9 +57,11 @@ pub struct Anomaly {
     pub interrupt_gap: Option<u64>,
 }
 
-/// What one worker's run amounts to.
+/// What one worker's observation stream amounts to: the stream judge's
+/// totals (the run's verdict is `evidence::verdict::decide`'s, over all
+/// workers).
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct WorkerVerdict {
+pub struct StreamJudgement {
     pub worker: usize,
     pub interrupts: InterruptTotals,
     pub deliveries: DeliveryTotals,
@@ -75,7 +77,8 @@ pub struct WorkerVerdict {
     pub final_count: Option<u64>,
 }
 
-pub struct WorkerJudge {
+/// Judges one worker's observation stream, record by record.
+pub struct StreamJudge {
     worker: usize,
     cfg: JudgeConfig,
     interrupts: InterruptJudge,
@@ -93,16 +96,16 @@ pub struct WorkerJudge {
     cpu: Option<u32>,
     prev_signal_cpu: Option<u32>,
     signal_seq: u64,
-    verdict: WorkerVerdict,
+    verdict: StreamJudgement,
     ievents: Vec<InterruptEvent>,
     devents: Vec<DeliveryEvent>,
     /// Our own observations since the last kernel record (see `observe`).
     held: Vec<Observation>,
 }
 
-impl WorkerJudge {
-    pub fn new(worker: usize, cfg: JudgeConfig) -> WorkerJudge {
-        WorkerJudge {
+impl StreamJudge {
+    pub fn new(worker: usize, cfg: JudgeConfig) -> StreamJudge {
+        StreamJudge {
             worker,
             cfg,
             interrupts: InterruptJudge::new(cfg),
@@ -119,9 +122,9 @@ impl WorkerJudge {
             cpu: None,
             prev_signal_cpu: None,
             signal_seq: 0,
-            verdict: WorkerVerdict {
+            verdict: StreamJudgement {
                 worker,
-                ..WorkerVerdict::default()
+                ..StreamJudgement::default()
             },
             ievents: Vec::new(),
             devents: Vec::new(),
@@ -338,8 +341,8 @@ impl WorkerJudge {
     }
 
     /// The totals; complete once a `Final` was observed.
-    pub fn verdict(&self) -> WorkerVerdict {
-        WorkerVerdict {
+    pub fn verdict(&self) -> StreamJudgement {
+        StreamJudgement {
             interrupts: self.interrupts.totals().clone(),
             deliveries: self.deliveries.totals().clone(),
             ..self.verdict.clone()
@@ -438,7 +441,7 @@ impl WorkerJudge {
 mod tests {
     use super::*;
 
-    fn feed(judge: &mut WorkerJudge, stream: &[Observation]) {
+    fn feed(judge: &mut StreamJudge, stream: &[Observation]) {
         let (mut windows, mut anomalies) = (Vec::new(), Vec::new());
         for o in stream {
             judge.observe(o, &mut windows, &mut anomalies);
@@ -510,7 +513,7 @@ mod tests {
     #[test]
     fn a_move_stopped_its_worker_when_a_stop_was_witnessed_inside_the_request() {
         let period = 100_000;
-        let mut judge = WorkerJudge::new(0, JudgeConfig::new(period, 1_000, 0, RearmMode::Free));
+        let mut judge = StreamJudge::new(0, JudgeConfig::new(period, 1_000, 0, RearmMode::Free));
         let stop = |time_ns, count| Observation::Stop {
             time_ns,
             cpu: 0,

@@ -215,7 +215,7 @@ pub enum Call {
 /// What the kernel did for one worker, for tests to check against the
 /// run's own account.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkerLog {
+pub struct FakeKernelLog {
     /// Every event opened on the worker's thread (the witness included).
     pub opened: Vec<EventAttr>,
     /// Calls on the overflow event's counter.
@@ -308,7 +308,7 @@ struct State {
     fds: HashMap<RawFd, usize>,
     /// Each worker's current overflow event.
     current: HashMap<usize, usize>,
-    logs: Vec<WorkerLog>,
+    logs: Vec<FakeKernelLog>,
     cpu_of: HashMap<libc::pid_t, usize>,
     migrations: HashMap<libc::pid_t, u64>,
     /// Worker thread by tid, for stalls and moves.
@@ -368,7 +368,7 @@ impl FakeKernel {
                 seq += 1;
             }
         }
-        let logs = vec![WorkerLog::default(); script.workers.len()];
+        let logs = vec![FakeKernelLog::default(); script.workers.len()];
         FakeKernel {
             sim: Arc::new(Sim {
                 state: Mutex::new(State {
@@ -394,7 +394,7 @@ impl FakeKernel {
     }
 
     /// What the kernel did for `worker`.
-    pub fn log(&self, worker: usize) -> WorkerLog {
+    pub fn log(&self, worker: usize) -> FakeKernelLog {
         self.sim
             .lock()
             .logs
@@ -534,9 +534,9 @@ fn errno(e: i32) -> io::Error {
 
 impl State {
     /// The log of `worker`, which need not have a script.
-    fn log(&mut self, worker: usize) -> &mut WorkerLog {
+    fn log(&mut self, worker: usize) -> &mut FakeKernelLog {
         if self.logs.len() <= worker {
-            self.logs.resize_with(worker + 1, WorkerLog::default);
+            self.logs.resize_with(worker + 1, FakeKernelLog::default);
         }
         &mut self.logs[worker]
     }

@@ -14,6 +14,7 @@ Nothing here interprets results; that is `judge` and `evidence::results`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, mpsc};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -28,9 +29,9 @@ use crate::engine::migrator::{self, Plan};
 use crate::engine::sample::{self, RingIds, RingState};
 use crate::engine::signal::{self, SignalRecord, Slot};
 use crate::engine::worker::{
-    self, Finished, MOVE_RING_RECORDS, SIGNAL_RING_RECORDS, WorkerShared, WorkerSpec,
+    self, Finished, MOVE_RING_RECORDS, Ready, SIGNAL_RING_RECORDS, WorkerConfig, WorkerControl,
 };
-use crate::judge::{Anomaly, ClosedWindow, Observation, WorkerJudge, WorkerVerdict};
+use crate::judge::{Anomaly, ClosedWindow, JudgeConfig, Observation, StreamJudge, StreamJudgement};
 
 /// How often the controller drains rings.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);
@@ -82,9 +83,10 @@ pub struct Progress {
     pub stops: u64,
 }
 
-/// One worker's raw outcome.
-pub struct WorkerRecord {
-    pub verdict: WorkerVerdict,
+/// One worker's raw outcome, in memory: the judge's account of its stream
+/// and the histograms (run.json's `WorkerEntry` is written from it).
+pub struct WorkerOutcome {
+    pub verdict: StreamJudgement,
     /// Deltas between consecutive signals' reads.
     pub histogram: Histogram<u64>,
     /// Interrupt lateness past the due point (events).
@@ -112,7 +114,7 @@ pub struct WorkerRecord {
 
 /// Everything one run measured.
 pub struct RunRecord {
-    pub workers: Vec<WorkerRecord>,
+    pub workers: Vec<WorkerOutcome>,
     pub elapsed_ns: u64,
     pub stop_reason: StopReason,
     /// Overflow signals nobody could be charged with, and SIGIOs likewise.
@@ -132,7 +134,7 @@ struct RunningWorker<K: Kernel> {
     ids: RingIds,
     ring_state: RingState,
     switch_witness: SwitchWitness,
-    judge: WorkerJudge,
+    judge: StreamJudge,
     mode: RearmMode,
     bytes: Vec<u8>,
     parsed: Vec<Observation>,
@@ -154,6 +156,33 @@ struct RunningWorker<K: Kernel> {
 }
 
 impl<K: Kernel> RunningWorker<K> {
+    fn new(ready: Ready<K>, judge_cfg: JudgeConfig, mode: RearmMode) -> RunningWorker<K> {
+        RunningWorker {
+            slot: ready.slot,
+            ring: ready.ring,
+            ids: ready.ids,
+            ring_state: RingState::new(ready.ring_data_size),
+            ring_bytes: ready.ring_data_size,
+            switch_witness: ready.witness,
+            judge: StreamJudge::new(ready.index, judge_cfg),
+            mode,
+            bytes: Vec::with_capacity(RING_BYTES_FLOOR),
+            parsed: Vec::with_capacity(PARSED_FLOOR),
+            kernel: VecDeque::new(),
+            signals: VecDeque::new(),
+            moves: VecDeque::new(),
+            judged_until: 0,
+            reordered: 0,
+            garbled: 0,
+            last_heartbeat: 0,
+            heartbeat_seen_ns: 0,
+            last_signal_ns: 0,
+            stalled: None,
+            windows: Vec::new(),
+            anomalies: Vec::new(),
+        }
+    }
+
     /// Judges, in time order, every drained observation up to `horizon`.
     fn judge_until(
         &mut self,
@@ -289,123 +318,24 @@ pub fn run_on<K: Kernel>(
         .context("blocking overflow signals")?;
 
     let plan = Plan::new(cfg.migrate, &cfg.cpus, cfg.workers, cfg.migrate_seed);
-    let attr = EventAttr {
-        type_: cfg.event.type_id,
-        config: cfg.event.config,
-        sample_period: cfg.period,
-        exclude_kernel: !cfg.include_kernel,
-        sample_records: true,
-        context_switch: false,
-    };
-    // A software clock's judge needs no stops, but its stress is measured
-    // in stops like a PMU's: `auto` witnesses them for every event.
-    let witness = cfg.switch_witness;
-    let judge_cfg = cfg.judge_config();
     let rate_before = kernel.max_sample_rate();
-    let (ready_tx, ready_rx) = mpsc::channel();
     let go = Arc::new(Barrier::new(cfg.workers + 1));
-    let mut handles: Vec<Arc<WorkerShared>> = Vec::with_capacity(cfg.workers);
-    let mut threads = Vec::with_capacity(cfg.workers);
-    for index in 0..cfg.workers {
-        let shared = Arc::new(WorkerShared::new(index));
-        let spec = WorkerSpec {
-            attr,
-            witness,
-            first_cpu: plan.first_cpu(index),
-            rearm_period: if cfg.mode == RearmMode::Reset {
-                cfg.period
-            } else {
-                0
-            },
-        };
-        let (k, s, tx, g) = (
-            kernel.clone(),
-            Arc::clone(&shared),
-            ready_tx.clone(),
-            Arc::clone(&go),
-        );
-        let thread = kernel
-            .spawn(format!("worker-{index}"), move || {
-                worker::run(k, s, spec, tx, g)
-            })
-            .context("spawning a worker thread")?;
-        handles.push(shared);
-        threads.push(thread);
-    }
-    drop(ready_tx);
-
-    let mut live: Vec<Option<RunningWorker<K>>> = (0..cfg.workers).map(|_| None).collect();
-    let mut setup_error = None;
-    for _ in 0..cfg.workers {
-        match ready_rx.recv() {
-            Ok(Ok(ready)) => {
-                live[ready.index] = Some(RunningWorker {
-                    slot: ready.slot,
-                    ring: ready.ring,
-                    ids: ready.ids,
-                    ring_state: RingState::new(ready.ring_data_size),
-                    ring_bytes: ready.ring_data_size,
-                    switch_witness: ready.witness,
-                    judge: WorkerJudge::new(ready.index, judge_cfg),
-                    mode: cfg.mode,
-                    bytes: Vec::with_capacity(RING_BYTES_FLOOR),
-                    parsed: Vec::with_capacity(PARSED_FLOOR),
-                    kernel: VecDeque::new(),
-                    signals: VecDeque::new(),
-                    moves: VecDeque::new(),
-                    judged_until: 0,
-                    reordered: 0,
-                    garbled: 0,
-                    last_heartbeat: 0,
-                    heartbeat_seen_ns: 0,
-                    last_signal_ns: 0,
-                    stalled: None,
-                    windows: Vec::new(),
-                    anomalies: Vec::new(),
-                })
+    let (handles, threads, ready_rx) = spawn_workers(kernel, cfg, &plan, &go)?;
+    let mut live = match await_ready(cfg, &ready_rx) {
+        Ok(live) => live,
+        Err(e) => {
+            for h in &handles {
+                h.stop.store(true, Ordering::Release);
             }
-            Ok(Err(e)) => setup_error = setup_error.or(Some(e)),
-            Err(_) => break,
+            go.wait();
+            for t in threads {
+                let _ = t.join();
+            }
+            bail!(SetupError(e));
         }
-    }
-    if let Some(e) = setup_error {
-        for h in &handles {
-            h.stop.store(true, Ordering::Release);
-        }
-        go.wait();
-        for t in threads {
-            let _ = t.join();
-        }
-        bail!(SetupError(e));
-    }
-
-    let migrator_stop = Arc::new(AtomicBool::new(false));
-    let moves = migrator::Moves {
-        interval: Duration::from_nanos(cfg.migrate_interval_ns),
-        running_only: cfg.move_running_only,
     };
-    let mut migrators = Vec::with_capacity(cfg.migrators);
-    for (m, served) in migrator::share(cfg.workers, cfg.migrators)
-        .into_iter()
-        .enumerate()
-    {
-        let workers = handles.clone();
-        let stop = Arc::clone(&migrator_stop);
-        let plan = plan.for_migrator(cfg.migrate_seed, m);
-        let k = kernel.clone();
-        match kernel.spawn(format!("migrator-{m}"), move || {
-            migrator::run_on(&k, plan, workers, served, moves, stop)
-        }) {
-            Ok(t) => migrators.push(t),
-            Err(e) => {
-                migrator_stop.store(true, Ordering::Release);
-                for t in migrators {
-                    let _ = t.join();
-                }
-                return Err(e).context("spawning a migrator thread");
-            }
-        }
-    }
+    let migrator_stop = Arc::new(AtomicBool::new(false));
+    let migrators = spawn_migrators(kernel, cfg, &plan, &handles, &migrator_stop)?;
     let started_ns = kernel.now_ns();
     for l in live.iter_mut().flatten() {
         l.heartbeat_seen_ns = started_ns;
@@ -413,77 +343,15 @@ pub fn run_on<K: Kernel>(
     }
     go.wait();
 
-    let mut progress = Progress::default();
-    let mut last_progress = started_ns;
-    let mut horizon = started_ns;
-    let stop_reason = loop {
-        kernel.pause(DRAIN_EVERY);
-        let now = kernel.now_ns();
-        drain_all(
-            kernel,
-            &mut live,
-            &handles,
-            observer,
-            &mut progress,
-            now,
-            horizon,
-        );
-        horizon = now.saturating_sub(JUDGE_LAG_NS);
-        watchdog(kernel, cfg, &mut live, &handles, now);
-
-        if let Some(n) = cfg.interrupts_per_worker {
-            for (l, h) in live.iter().zip(&handles) {
-                if l.as_ref()
-                    .is_some_and(|l| l.judge.deliveries().signals >= n)
-                {
-                    h.stop.store(true, Ordering::Release);
-                }
-            }
-        }
-        observer.tick(now);
-        if let Some(sig) = stop_signal() {
-            break StopReason::Signal(sig);
-        }
-        if let Some(e) = observer.failure() {
-            break StopReason::OutputFailed(e);
-        }
-        if cfg.duration_ns.is_some_and(|d| now - started_ns >= d) {
-            break StopReason::Duration;
-        }
-        if cfg
-            .stop_after_anomalies
-            .is_some_and(|n| progress.anomalies >= n)
-        {
-            break StopReason::Anomalies;
-        }
-        if let Some(b) = &cfg.bisect {
-            if progress.dropped > 0 {
-                break StopReason::BisectBad;
-            }
-            // The loss happens at stops: good needs enough of both.
-            if progress.overflows >= b.overflows_needed && progress.stops >= b.stops_needed {
-                break StopReason::BisectGood;
-            }
-        }
-        if handles.iter().all(|h| h.stop.load(Ordering::Relaxed)) {
-            let by_budget = cfg.interrupts_per_worker.is_some()
-                && live.iter().flatten().all(|l| l.stalled.is_none());
-            break if by_budget {
-                StopReason::Interrupts
-            } else {
-                StopReason::WorkersGone
-            };
-        }
-        if now - last_progress >= PROGRESS_EVERY_NS {
-            last_progress = now;
-            progress.elapsed_ns = now - started_ns;
-            progress.moves = handles
-                .iter()
-                .map(|h| h.moves_requested.load(Ordering::Relaxed))
-                .sum();
-            observer.progress(&progress);
-        }
-    };
+    let (stop_reason, mut progress) = supervise(
+        kernel,
+        cfg,
+        &mut live,
+        &handles,
+        stop_signal,
+        observer,
+        started_ns,
+    );
 
     migrator_stop.store(true, Ordering::Release);
     for h in &handles {
@@ -497,15 +365,248 @@ pub fn run_on<K: Kernel>(
         .map(|t| t.join().unwrap_or_default())
         .collect();
     let elapsed_ns = kernel.now_ns() - started_ns;
-    // The last records: everything the handlers and kernel wrote before
-    // DISABLE (a ring's worth per pass), then the final count, which is the
-    // last stop.
+    let workers = finish(kernel, live, handles, finished, observer, &mut progress);
+    Ok(RunRecord {
+        workers,
+        elapsed_ns,
+        stop_reason,
+        stray_signals: signal::stray_counts(),
+        max_sample_rate: (rate_before, kernel.max_sample_rate()),
+    })
+}
+
+/// What a worker thread sends the controller once its event is set up (or
+/// why it could not be).
+type ReadyResult<K> = Result<Ready<K>, String>;
+
+/// Spawns one thread per worker; each opens its event and reports on the
+/// channel returned, then waits at `go`.
+#[allow(clippy::type_complexity)]
+fn spawn_workers<K: Kernel>(
+    kernel: &K,
+    cfg: &RunConfig,
+    plan: &Plan,
+    go: &Arc<Barrier>,
+) -> Result<(
+    Vec<Arc<WorkerControl>>,
+    Vec<JoinHandle<Finished>>,
+    mpsc::Receiver<ReadyResult<K>>,
+)> {
+    let attr = EventAttr {
+        type_: cfg.event.type_id,
+        config: cfg.event.config,
+        sample_period: cfg.period,
+        exclude_kernel: !cfg.include_kernel,
+        sample_records: true,
+        context_switch: false,
+    };
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let mut handles: Vec<Arc<WorkerControl>> = Vec::with_capacity(cfg.workers);
+    let mut threads = Vec::with_capacity(cfg.workers);
+    for index in 0..cfg.workers {
+        let shared = Arc::new(WorkerControl::new(index));
+        let spec = WorkerConfig {
+            attr,
+            // A software clock's judge needs no stops, but its stress is
+            // measured in stops like a PMU's: `auto` witnesses them for
+            // every event.
+            witness: cfg.switch_witness,
+            first_cpu: plan.first_cpu(index),
+            rearm_period: if cfg.mode == RearmMode::Reset {
+                cfg.period
+            } else {
+                0
+            },
+        };
+        let (k, s, tx, g) = (
+            kernel.clone(),
+            Arc::clone(&shared),
+            ready_tx.clone(),
+            Arc::clone(go),
+        );
+        let thread = kernel
+            .spawn(format!("worker-{index}"), move || {
+                worker::run(k, s, spec, tx, g)
+            })
+            .context("spawning a worker thread")?;
+        handles.push(shared);
+        threads.push(thread);
+    }
+    Ok((handles, threads, ready_rx))
+}
+
+/// Waits for every worker's report: the workers the run loop drives, or
+/// the first setup error (every report is awaited all the same).
+fn await_ready<K: Kernel>(
+    cfg: &RunConfig,
+    ready_rx: &mpsc::Receiver<ReadyResult<K>>,
+) -> Result<Vec<Option<RunningWorker<K>>>, String> {
+    let judge_cfg = cfg.judge_config();
+    let mut live: Vec<Option<RunningWorker<K>>> = (0..cfg.workers).map(|_| None).collect();
+    let mut setup_error = None;
+    for _ in 0..cfg.workers {
+        match ready_rx.recv() {
+            Ok(Ok(ready)) => {
+                let index = ready.index;
+                live[index] = Some(RunningWorker::new(ready, judge_cfg, cfg.mode));
+            }
+            Ok(Err(e)) => setup_error = setup_error.or(Some(e)),
+            Err(_) => break,
+        }
+    }
+    match setup_error {
+        Some(e) => Err(e),
+        None => Ok(live),
+    }
+}
+
+/// Spawns the migrators, each moving its share of the workers until `stop`.
+fn spawn_migrators<K: Kernel>(
+    kernel: &K,
+    cfg: &RunConfig,
+    plan: &Plan,
+    handles: &[Arc<WorkerControl>],
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<JoinHandle<()>>> {
+    let moves = migrator::Moves {
+        interval: Duration::from_nanos(cfg.migrate_interval_ns),
+        running_only: cfg.move_running_only,
+    };
+    let mut migrators = Vec::with_capacity(cfg.migrators);
+    for (m, served) in migrator::share(cfg.workers, cfg.migrators)
+        .into_iter()
+        .enumerate()
+    {
+        let workers = handles.to_vec();
+        let stop_m = Arc::clone(stop);
+        let plan = plan.for_migrator(cfg.migrate_seed, m);
+        let k = kernel.clone();
+        match kernel.spawn(format!("migrator-{m}"), move || {
+            migrator::run_on(&k, plan, workers, served, moves, stop_m)
+        }) {
+            Ok(t) => migrators.push(t),
+            Err(e) => {
+                stop.store(true, Ordering::Release);
+                for t in migrators {
+                    let _ = t.join();
+                }
+                return Err(e).context("spawning a migrator thread");
+            }
+        }
+    }
+    Ok(migrators)
+}
+
+/// The controller's loop: drains and judges every pass, runs the watchdog,
+/// reports progress, until something says stop: why, and the progress
+/// so far.
+fn supervise<K: Kernel>(
+    kernel: &K,
+    cfg: &RunConfig,
+    live: &mut [Option<RunningWorker<K>>],
+    handles: &[Arc<WorkerControl>],
+    stop_signal: &dyn Fn() -> Option<i32>,
+    observer: &mut dyn Observer,
+    started_ns: u64,
+) -> (StopReason, Progress) {
+    let mut progress = Progress::default();
+    let progress = &mut progress;
+    let mut last_progress = started_ns;
+    let mut horizon = started_ns;
+    loop {
+        kernel.pause(DRAIN_EVERY);
+        let now = kernel.now_ns();
+        drain_all(kernel, live, handles, observer, progress, now, horizon);
+        horizon = now.saturating_sub(JUDGE_LAG_NS);
+        watchdog(kernel, cfg, live, handles, now);
+
+        if let Some(n) = cfg.interrupts_per_worker {
+            for (l, h) in live.iter().zip(handles) {
+                if l.as_ref()
+                    .is_some_and(|l| l.judge.deliveries().signals >= n)
+                {
+                    h.stop.store(true, Ordering::Release);
+                }
+            }
+        }
+        observer.tick(now);
+        if let Some(sig) = stop_signal() {
+            return (StopReason::Signal(sig), *progress);
+        }
+        if let Some(e) = observer.failure() {
+            return (StopReason::OutputFailed(e), *progress);
+        }
+        if let Some(reason) = budget_spent(cfg, live, handles, progress, now - started_ns) {
+            return (reason, *progress);
+        }
+        if now - last_progress >= PROGRESS_EVERY_NS {
+            last_progress = now;
+            progress.elapsed_ns = now - started_ns;
+            progress.moves = handles
+                .iter()
+                .map(|h| h.moves_requested.load(Ordering::Relaxed))
+                .sum();
+            observer.progress(progress);
+        }
+    }
+}
+
+/// Whether the run has what it was asked for (duration, anomalies, a
+/// bisection's answer) or its workers are all gone, `elapsed_ns` in.
+fn budget_spent<K: Kernel>(
+    cfg: &RunConfig,
+    live: &[Option<RunningWorker<K>>],
+    handles: &[Arc<WorkerControl>],
+    progress: &Progress,
+    elapsed_ns: u64,
+) -> Option<StopReason> {
+    if cfg.duration_ns.is_some_and(|d| elapsed_ns >= d) {
+        return Some(StopReason::Duration);
+    }
+    if cfg
+        .stop_after_anomalies
+        .is_some_and(|n| progress.anomalies >= n)
+    {
+        return Some(StopReason::Anomalies);
+    }
+    if let Some(b) = &cfg.bisect {
+        if progress.dropped > 0 {
+            return Some(StopReason::BisectBad);
+        }
+        // The loss happens at stops: good needs enough of both.
+        if progress.overflows >= b.overflows_needed && progress.stops >= b.stops_needed {
+            return Some(StopReason::BisectGood);
+        }
+    }
+    if handles.iter().all(|h| h.stop.load(Ordering::Relaxed)) {
+        let by_budget = cfg.interrupts_per_worker.is_some()
+            && live.iter().flatten().all(|l| l.stalled.is_none());
+        return Some(if by_budget {
+            StopReason::Interrupts
+        } else {
+            StopReason::WorkersGone
+        });
+    }
+    None
+}
+
+/// Once every thread is joined: the last records, everything the handlers
+/// and kernel wrote before DISABLE (a ring's worth per pass), then each
+/// worker's final count, which is its last stop; and each worker's outcome.
+fn finish<K: Kernel>(
+    kernel: &K,
+    mut live: Vec<Option<RunningWorker<K>>>,
+    handles: Vec<Arc<WorkerControl>>,
+    finished: Vec<Finished>,
+    observer: &mut dyn Observer,
+    progress: &mut Progress,
+) -> Vec<WorkerOutcome> {
     while drain_all(
         kernel,
         &mut live,
         &handles,
         observer,
-        &mut progress,
+        progress,
         u64::MAX,
         u64::MAX,
     ) {}
@@ -515,16 +616,14 @@ pub fn run_on<K: Kernel>(
             time_ns: f.final_time_ns.max(l.judged_until),
             count: f.final_count,
         };
-        l.feed(i, end, observer, &mut progress);
+        l.feed(i, end, observer, progress);
     }
-
-    let workers = live
-        .into_iter()
+    live.into_iter()
         .zip(handles)
         .zip(finished)
         .filter_map(|((l, h), f)| {
             let l = l?;
-            Some(WorkerRecord {
+            Some(WorkerOutcome {
                 verdict: l.judge.verdict(),
                 histogram: l.judge.deltas().clone(),
                 latency: l.judge.latency().clone(),
@@ -540,14 +639,7 @@ pub fn run_on<K: Kernel>(
                 stalled: l.stalled,
             })
         })
-        .collect();
-    Ok(RunRecord {
-        workers,
-        elapsed_ns,
-        stop_reason,
-        stray_signals: signal::stray_counts(),
-        max_sample_rate: (rate_before, kernel.max_sample_rate()),
-    })
+        .collect()
 }
 
 /// A worker could not set up its event: the message says why (exit 125).
@@ -561,7 +653,7 @@ pub struct SetupError(pub String);
 fn drain_all<K: Kernel>(
     kernel: &K,
     live: &mut [Option<RunningWorker<K>>],
-    handles: &[Arc<WorkerShared>],
+    handles: &[Arc<WorkerControl>],
     observer: &mut dyn Observer,
     progress: &mut Progress,
     now: u64,
@@ -623,7 +715,7 @@ fn watchdog<K: Kernel>(
     kernel: &K,
     cfg: &RunConfig,
     live: &mut [Option<RunningWorker<K>>],
-    handles: &[Arc<WorkerShared>],
+    handles: &[Arc<WorkerControl>],
     now: u64,
 ) {
     for (l, h) in live.iter_mut().zip(handles) {

@@ -154,8 +154,8 @@ fn every_stream_reason_comes_from_the_stream() {
     assert!(v.reasons.iter().all(Reason::from_stream));
 }
 
-fn worker(n: usize, implied: Option<u64>, accounted: u64) -> WorkerResult {
-    WorkerResult {
+fn worker(n: usize, implied: Option<u64>, accounted: u64) -> WorkerEntry {
+    WorkerEntry {
         worker: n,
         final_count: None,
         stalled: None,

@@ -40,9 +40,21 @@ in Linux's drivers/perf):
 
 Everything is drawn from one seeded generator: the same config and seed give
 the same stream.
+
+Besides what happened (`Truth`), the model says what the records it wrote
+decide (`records`): for each stop, PERIOD and final DISABLE, whether they
+show an overflow pending there (a loss, without an NMI to take it) or
+leave it open, and where they place each sample's due point. Those rules
+read only the driver's rules and the records, never the judge's state: a
+loss the records decide must be reported dropped, and every open place
+counts once in `Truth::undecided`, the bound on the judge's ambiguous.
 */
 
 use std::collections::VecDeque;
+
+mod records;
+
+use records::{Answer, Known, NextRead, Seen};
 
 use super::stream::{Delivery, Observation};
 use super::{HANDLER_SLACK, JudgeConfig};
@@ -233,35 +245,10 @@ pub struct Truth {
     pub stops_unknown: u64,
     /// Stops the throttled witness did not record.
     pub stops_unwitnessed: u64,
-    /// Intervals that may hide a stop for the judge: up to each sample or
-    /// reset while the witness is throttled, and to the first after.
-    pub intervals_unwitnessed: u64,
-    /// Overflows raised after a stop of unknown count (unrecorded, or
-    /// recorded without its count) before the next sample: any of them may
-    /// have been lost there, or not.
-    pub overflows_after_unknown_stop: u64,
-    /// Recorded stops (and the final DISABLE) where the records cannot tell
-    /// whether an overflow was pending, or whether the restart re-based: the
-    /// stop's count range (the witness's count, up to `stop_slack` more
-    /// counting kernel mode; the final count is exact) against the range the
-    /// due point is known in (exact, but after a reset only within the
-    /// handler slack).
-    pub stops_uncertain: u64,
     /// Reset mode: resets, and interrupts taken between a RESET and its
     /// PERIOD (their sample counts from the reset but comes before it).
     pub resets: u64,
     pub taken_in_reset_gap: u64,
-    /// Resets whose handler window may hold a due point for the judge: the
-    /// due point (or the pending overflow's) within a handler slack before
-    /// the read to two after it. Pending at the PERIOD or not cannot be read
-    /// off the records there: the PERIOD's stop is anywhere in [read, read +
-    /// handler_slack], and a due point after a reset is known only within
-    /// the handler slack.
-    pub resets_near_due: u64,
-    /// Samples a period or more late under some due points in the range the
-    /// records give, not under others (after a reset): the judge follows
-    /// both re-arms.
-    pub sample_splits: u64,
     /// Overflow signals delivered (records in the stream).
     pub signals: u64,
     /// Plain SIGIO fallbacks delivered.
@@ -276,10 +263,16 @@ pub struct Truth {
     pub samples: u64,
     /// Count wraps (each re-based the period at its restart).
     pub count_wraps: u64,
-    /// Recorded stops after a wrap before a sample anchors the grid again,
-    /// and the reset or final DISABLE that may end such a stretch: no due
-    /// point is known there, so each may have lost an overflow for the judge.
-    pub stops_after_wrap: u64,
+    /// Of the lost, those the records decide: only "lost" fits them
+    /// (`records::pending_at`). The judge must call each dropped.
+    pub lost_decided: u64,
+    /// Of those, the ones at the final DISABLE.
+    pub lost_at_final_decided: u64,
+    /// Places where the records leave open whether an overflow was pending
+    /// (a stop, a reset's PERIOD, the final DISABLE) or how the restart
+    /// re-armed (`records`): each may hold one ambiguous overflow, so they
+    /// bound the judge's ambiguous; none, and the judge must be exact.
+    pub undecided: u64,
 }
 
 /// How late an interrupt was taken.
@@ -299,10 +292,10 @@ pub struct Sampled {
     pub taken: Taken,
     /// Events past its due point.
     pub lateness: u64,
-    /// How far the records leave its due point open: 0 but after a reset
-    /// (the judge places the restart in [0, handler_slack] events after the
-    /// RESET) or a re-base at a stop whose count is a range.
-    pub due_spread: u64,
+    /// How far the records leave its due point open (`records::Known`):
+    /// 0 where they give it exactly, the handler slack after a reset by the
+    /// handler before, `None` where they do not place it.
+    pub due_spread: Option<u64>,
     /// The first sample after a count wrap: its due point is unknown to the
     /// judge, which anchors the grid on it.
     pub after_wrap: bool,
@@ -316,6 +309,9 @@ pub struct Generated {
     /// How late each sample record in the stream was, in stream order
     /// (what the judge must find for the samples it does not discard).
     pub samples: Vec<Sampled>,
+    /// Where each loss the records decide happened: the index of the first
+    /// observation after it (for failure reports).
+    pub decided_losses: Vec<usize>,
 }
 
 /// An overflow raised whose interrupt is not taken yet.
@@ -352,14 +348,16 @@ struct Sim<'a> {
     out: Vec<Observation>,
     truth: Truth,
     samples: Vec<Sampled>,
-    /// Where the records place the due point (of the pending overflow if
-    /// any): [jlo, jhi], absolute; exact but after a reset or a re-base at
-    /// a stop whose count is a range.
-    jlo: u64,
-    jhi: u64,
-    /// The judge knows the last stop's count only up to the next count the
-    /// records give: `jhi` is set there (`observe`).
-    stop_open: bool,
+    decided_losses: Vec<usize>,
+    /// Losses decided at PERIODs since the last record through the ring: a
+    /// ring gap that starts later reaches back to that record for the
+    /// judge (its LOST record does not say where in between it started),
+    /// so its lost records may have been those overflows' samples.
+    unanchored_decisions: u64,
+    /// Where the records place the due point, and a question about the
+    /// last stop they answer only with the next count read.
+    known: Known,
+    awaiting: Option<NextRead>,
     t: u64,
     cpu: u32,
     /// Absolute count (never reset) and the count at the last reset.
@@ -380,12 +378,6 @@ struct Sim<'a> {
     gap_rebased: bool,
     /// Between the witness's THROTTLE and UNTHROTTLE records.
     witness_throttled: bool,
-    /// A stop of unknown count since the last sample written.
-    after_unknown_stop: bool,
-    /// Since the first stop of unknown count (or the witness's throttle)
-    /// after the last sample written: where the records placed the due
-    /// point then (`jlo`).
-    unknown_lo: Option<u64>,
     /// The next interrupt's sample is not written (`unthrottle_unwritten`).
     skip_sample: bool,
     end_at: Option<u64>,
@@ -410,9 +402,10 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Generated {
         out: Vec::with_capacity(cfg.overflows as usize * 2 + 16),
         truth: Truth::default(),
         samples: Vec::new(),
-        jlo: cfg.period,
-        jhi: cfg.period,
-        stop_open: false,
+        decided_losses: Vec::new(),
+        unanchored_decisions: 0,
+        known: Known::exact(cfg.period),
+        awaiting: None,
         t: 1_000_000,
         cpu: 0,
         a: 0,
@@ -427,8 +420,6 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Generated {
         gap_open: false,
         gap_rebased: false,
         witness_throttled: false,
-        after_unknown_stop: false,
-        unknown_lo: None,
         skip_sample: false,
         end_at: None,
         wrap_offset: 0,
@@ -450,6 +441,7 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Generated {
         observations: sim.out,
         truth,
         samples: sim.samples,
+        decided_losses: sim.decided_losses,
     }
 }
 
@@ -473,6 +465,17 @@ impl Sim<'_> {
     }
 
     fn emit(&mut self, o: Observation) {
+        if !matches!(
+            o,
+            Observation::Signal { .. }
+                | Observation::Reset { .. }
+                | Observation::Move { .. }
+                | Observation::Final { .. }
+        ) {
+            // A record through the ring: a gap after it cannot reach back
+            // past it.
+            self.unanchored_decisions = 0;
+        }
         self.out.push(o);
     }
 
@@ -595,9 +598,6 @@ impl Sim<'_> {
 
     fn raise(&mut self) {
         self.truth.overflows += 1;
-        if self.after_unknown_stop || self.witness_throttled {
-            self.truth.overflows_after_unknown_stop += 1;
-        }
         let l = self.latency();
         self.pending = Some(Pending {
             due: self.due,
@@ -634,8 +634,10 @@ impl Sim<'_> {
         let count = self.count_at(self.a);
         let written = if std::mem::take(&mut self.skip_sample) {
             self.truth.unwritten_after_unthrottle += 1;
-            // The judge takes it as a ring gap up to the next sample.
+            // Taken as a ring gap up to the next sample: a stop may hide
+            // there too.
             self.gap_open = true;
+            self.truth.undecided += 1;
             false
         } else {
             self.kernel_record(Observation::Sample {
@@ -649,49 +651,28 @@ impl Sim<'_> {
             self.gap_moved();
         }
         if written {
-            self.observe(self.a);
-        }
-        if written && self.a < self.jhi + p && self.a >= self.jlo + p {
-            self.truth.sample_splits += 1;
-        }
-        if written && self.witness_throttled {
-            self.truth.intervals_unwitnessed += 1;
-        }
-        if written {
-            self.after_unknown_stop = false;
+            // Its count answers a question about the last stop first.
+            self.read(self.a, true);
             self.gap_open = false;
             self.gap_rebased = false;
             self.samples.push(Sampled {
                 taken,
                 lateness: late,
-                due_spread: self.jhi - self.jlo,
-                after_wrap: self.unanchored,
+                due_spread: self.known.spread(),
+                after_wrap: std::mem::take(&mut self.unanchored),
             });
-        }
-        if written && std::mem::take(&mut self.unanchored) {
-            // The judge anchors the grid on it: the next due point at most a
-            // period on.
-            (self.jlo, self.jhi) = (self.a + 1, self.a + p);
-        } else if taken == Taken::Rebased {
-            (self.jlo, self.jhi) = (self.due, self.due);
+            // While the switch witness is throttled, a stop it misses may
+            // come anywhere until it is unthrottled: the interval up to
+            // this sample may hide one that lost an overflow.
+            self.known = if self.witness_throttled {
+                self.truth.undecided += 1;
+                Known::Unknown
+            } else {
+                self.known.after_sample(self.a, p)
+            };
+            self.check_known();
         } else {
-            self.jlo += p;
-            self.jhi += p;
-        }
-        if written && let Some(lo) = self.unknown_lo.take() {
-            // After stops of unknown count the judge also follows a grid
-            // moved there by an unknown amount (a re-base at a restart: two
-            // periods or more past the due point before), anchored on this
-            // interrupt (its due point in [max(that, count - p + 1), count]),
-            // and this interrupt a period or more late under the due points
-            // of the grid kept (re-based: the next due at count + p). Where
-            // no later record refutes them, stops in between are uncertain.
-            let moved = (lo + 2 * p).max((self.a + 1).saturating_sub(p)) + p;
-            self.jlo = self.jlo.min(moved);
-            self.jhi = self.jhi.max(self.a + p);
-            if self.witness_throttled {
-                self.unknown_lo = Some(self.jlo);
-            }
+            self.forget();
         }
         if self.coin(self.cfg.throttle) {
             // The sample is written all the same; the counter pauses until
@@ -711,6 +692,8 @@ impl Sim<'_> {
             // Throttling is judged like a ring gap from here to the next
             // sample (the judge cannot tell the kernels apart).
             self.gap_open = true;
+            self.truth.undecided += 1;
+            self.forget();
             self.skip_sample = self.cfg.unthrottle_unwritten;
         }
         self.queue_signal(!written);
@@ -769,6 +752,15 @@ impl Sim<'_> {
             self.ring_drop -= 1;
             self.ring_dropped += 1;
             self.gap_open = true;
+            // A LOST record says how many records, not which: each may
+            // have been a stop that cleared a pending overflow.
+            self.truth.undecided += 1;
+            let n = std::mem::take(&mut self.unanchored_decisions);
+            self.truth.lost_decided -= n;
+            self.truth.undecided += n;
+            let kept = self.decided_losses.len() - n as usize;
+            self.decided_losses.truncate(kept);
+            self.forget();
             match o {
                 Observation::Sample { .. } => self.truth.record_lost += 1,
                 _ => self.truth.stops_record_lost += 1,
@@ -833,7 +825,7 @@ impl Sim<'_> {
         self.truth.signals += 1;
         let value = self.count_at(self.a);
         // The handler's read: after every stop so far.
-        self.observe(self.a);
+        self.read(self.a, false);
         if self.cfg.mode == RearmMode::Free {
             let t = self.tick(2_000);
             self.emit(Observation::Signal {
@@ -857,13 +849,6 @@ impl Sim<'_> {
         let x2 = self.rng.u64(0..=self.cfg.reset_gap.min(HANDLER_SLACK));
         let x1 = self.rng.u64(0..=HANDLER_SLACK - x2);
         let read_at = self.a;
-        if self.witness_throttled {
-            // The judge follows stops the witness missed up to the PERIOD.
-            self.truth.intervals_unwitnessed += 1;
-        }
-        if self.jlo <= read_at + HANDLER_SLACK && self.jhi > read_at {
-            self.truth.resets_near_due += 1;
-        }
         let reset_at = read_at + x1;
         let stop_at = reset_at + x2;
         // Events up to the RESET count in the old frame, then in the new.
@@ -882,38 +867,66 @@ impl Sim<'_> {
                     }
                     Some(pend) if pend.take <= until => {
                         self.a = pend.take;
-                        if new_frame {
-                            self.truth.taken_in_reset_gap += 1;
-                        }
                         self.take();
+                        if new_frame {
+                            // Its sample counts from the RESET but comes
+                            // before the reset's record: the records place
+                            // nothing until the PERIOD re-arms.
+                            self.truth.taken_in_reset_gap += 1;
+                            self.forget();
+                        }
                     }
                     _ => break,
                 }
             }
         }
         self.a = stop_at;
-        if self.pending.take().is_some() {
+        // The PERIOD's stop: at the reset's DISABLE, whose count the record
+        // gives (today's handler); the handler before, anywhere in the
+        // handler slack after the read.
+        let seen = if self.cfg.reset_gap == 0 {
+            Seen::At(stop_at)
+        } else {
+            Seen::Between(read_at, read_at + HANDLER_SLACK)
+        };
+        let pending = self.pending.take().is_some();
+        if self.witness_throttled {
+            // The interval up to the PERIOD may hide a missed stop.
+            self.truth.undecided += 1;
+        }
+        if self.ask_pending(seen, pending, pending) == Answer::Yes && pending {
+            self.unanchored_decisions += 1;
+        }
+        if pending {
             // PERIOD stops the event: the flag is cleared. It then sets
             // period_left to 0, so the restart takes rule 2 from there.
             self.truth.lost += 1;
             self.truth.lost_at_period += 1;
         }
         self.due = stop_at + p;
-        if std::mem::take(&mut self.unanchored) {
-            // The PERIOD re-arms from period_left 0: the wrap's damage ends.
-            self.truth.stops_after_wrap += 1;
-        }
-        // The judge places the restart in [0, handler_slack] after the
-        // RESET (counting kernel mode, the stop's slack more).
-        let restart_slack = if self.cfg.reset_gap == 0 {
+        // The PERIOD re-arms from period_left 0: a wrap's damage ends.
+        self.unanchored = false;
+        // The restart is at the reset (today's handler) or anywhere in the
+        // handler slack after it (before): the new frame counts from the
+        // RESET.
+        let slack = if self.cfg.reset_gap == 0 {
             0
         } else {
             HANDLER_SLACK
         };
-        (self.jlo, self.jhi) = (reset_at + p, reset_at + p + restart_slack);
-        // The reset re-arms every grid the judge follows, a moved one too;
-        // stops the throttled witness misses from here move it again.
-        self.unknown_lo = self.witness_throttled.then_some(self.jlo);
+        self.known = if self.gap_open || self.witness_throttled {
+            // A ring gap up to the next sample (for the judge it may start
+            // after this PERIOD as well as before, and a throttle is judged
+            // like one), or a throttled witness whose unrecorded stops may
+            // come anywhere until it is unthrottled.
+            Known::Unknown
+        } else {
+            Known::Due {
+                lo: reset_at + p,
+                hi: reset_at + p + slack,
+            }
+        };
+        self.check_known();
         self.truth.resets += 1;
         let t = self.tick(5_000);
         self.emit(Observation::Signal {
@@ -955,6 +968,8 @@ impl Sim<'_> {
         let count = self.count_at(witness);
         // Where the witness's record is in the stream, if written with a count.
         let mut witness_at = None;
+        // Where the records place the stop.
+        let mut seen = Seen::Unseen;
         if self.witness_suppress > 0 {
             self.truth.stops_unwitnessed += 1;
             self.witness_suppress -= 1;
@@ -970,7 +985,7 @@ impl Sim<'_> {
                 witness: true,
             });
             self.witness_throttled = true;
-            self.unknown_lo.get_or_insert(self.jlo);
+            self.forget();
             self.witness_suppress = self.rng.u64(0..=2);
             if self.witness_suppress == 0 {
                 self.witness_unthrottle();
@@ -985,24 +1000,20 @@ impl Sim<'_> {
             });
             if written && unknown {
                 self.truth.stops_unknown += 1;
-                self.after_unknown_stop = true;
-                self.unknown_lo.get_or_insert(self.jlo);
             }
             if written && !unknown {
-                // Its count bounds the last stop's.
-                self.observe(witness);
-                if self.stop_uncertain(witness) {
-                    self.truth.stops_uncertain += 1;
-                }
-            }
-            if written && self.unanchored {
-                self.truth.stops_after_wrap += 1;
-            }
-            if written && !unknown {
+                // Its count answers a question about the last stop.
+                self.read(witness, false);
+                seen = if self.cfg.include_kernel {
+                    Seen::From(witness)
+                } else {
+                    Seen::At(witness)
+                };
                 // The last record out (a LOST record may precede it).
                 witness_at = Some(self.out.len() - 1);
             }
         }
+        let known = self.known;
         // From the witness to the stop (kernel mode counted): interrupts
         // are masked in the scheduler; an overflow due there is pending.
         if self.pending.is_none() && self.due <= at {
@@ -1010,6 +1021,8 @@ impl Sim<'_> {
             self.raise();
         }
         self.a = at;
+        let pending = self.pending.is_some();
+        let answer = self.ask_pending(seen, pending, pending && !self.cfg.pnmi);
         if let Some(pend) = self.pending.take() {
             if self.cfg.pnmi {
                 // The NMI takes it before the stop clears the flag, at its
@@ -1026,7 +1039,11 @@ impl Sim<'_> {
                     self.wrap(k, taken_at);
                 }
             } else {
+                let rebased = self.a - pend.due >= self.p();
                 self.lose(pend, false);
+                if answer == Answer::Yes {
+                    self.ask_rebased(known, seen, rebased);
+                }
             }
         }
         // Off the CPU for a while.
@@ -1046,9 +1063,10 @@ impl Sim<'_> {
                 cpu: self.cpu,
                 count,
             }) {
-                self.observe(self.a);
+                self.read(self.a, false);
             }
         }
+        self.check_known();
         self.next_stop = self.draw_stop();
     }
 
@@ -1071,27 +1089,6 @@ impl Sim<'_> {
         } else {
             self.due = pend.due + p;
         }
-        // What the records say of the re-arm: rule 1, rule 2, or either.
-        let (slo, shi) = self.stop_range(self.next_stop.witness);
-        let Some(shi) = shi else {
-            // The stop's count is known up to the next count read: rule 1
-            // or 2 up to there (`observe`), rule 1 if the witness was a
-            // period past the due point.
-            (self.jlo, self.jhi) = if slo >= self.jhi + p {
-                (slo + p, slo + p)
-            } else {
-                (self.jlo + p, self.jhi + p)
-            };
-            self.stop_open = true;
-            return;
-        };
-        (self.jlo, self.jhi) = if slo >= self.jhi + p {
-            (slo + p, shi + p)
-        } else if shi < self.jlo + p {
-            (self.jlo + p, self.jhi + p)
-        } else {
-            (self.jlo + p, shi + p)
-        };
     }
 
     /// The NMI that took the overflow at `taken_at` raced the witness's
@@ -1109,6 +1106,8 @@ impl Sim<'_> {
         self.due = self.a + p;
         self.gap_moved();
         self.unanchored = true;
+        // The records place no due point until the next sample or reset.
+        self.forget();
     }
 
     /// The grid moved: count it if a ring gap hides it.
@@ -1121,8 +1120,8 @@ impl Sim<'_> {
 
     fn witness_unthrottle(&mut self) {
         self.witness_throttled = false;
-        self.after_unknown_stop = true;
-        self.truth.intervals_unwitnessed += 1;
+        // The interval up to here may hide a missed stop too.
+        self.truth.undecided += 1;
         self.flush_ring_gap();
         let t = self.tick(1_000);
         self.emit(Observation::Unthrottle {
@@ -1131,37 +1130,111 @@ impl Sim<'_> {
         });
     }
 
-    /// Where the records place a stop whose witness read `witness`: no
-    /// upper end (`None`) where the judge knows none but the next count the
-    /// records give.
-    fn stop_range(&self, witness: u64) -> (u64, Option<u64>) {
-        if self.cfg.include_kernel {
-            (witness, None)
-        } else {
-            (witness, Some(witness))
+    /// What the records say of whether an overflow was pending at the stop
+    /// they place at `seen` (`pending`: the truth; `lost`: not taken by an
+    /// NMI there), asked with the due point where they had it before.
+    fn ask_pending(&mut self, seen: Seen, pending: bool, lost: bool) -> Answer {
+        let answer = records::pending_at(self.known, seen, self.p());
+        match answer {
+            Answer::Yes => {
+                assert!(pending, "the records say pending at {seen:?}");
+                if lost {
+                    self.truth.lost_decided += 1;
+                    self.decided_losses.push(self.out.len());
+                } else if let (true, Known::Due { lo, .. }) = (self.cfg.pnmi, self.known) {
+                    // An NMI takes it, but it may also have lost it (the
+                    // race pseudo-NMI leaves): only its sample says which,
+                    // at or below an exact stop (taken before it) or below
+                    // where a lost one's successor could be.
+                    let before_stop = match seen {
+                        Seen::At(s) => s + 1,
+                        _ => 0,
+                    };
+                    self.awaiting = Some(NextRead {
+                        below: 0,
+                        sample_below: before_stop.max(lo + self.p()),
+                    });
+                }
+            }
+            Answer::No => assert!(!pending, "the records say not pending at {seen:?}"),
+            Answer::Open => self.leave_open(),
+            Answer::NextRead(q) => self.awaiting = Some(q),
+        }
+        answer
+    }
+
+    /// After a loss the records decide at the stop they place at `seen`:
+    /// what they say of the restart's re-arm (`rebased`: the truth), and
+    /// where they place the due point after it.
+    fn ask_rebased(&mut self, known: Known, seen: Seen, rebased: bool) {
+        let p = self.p();
+        match records::rebased_at_restart(known, seen, p) {
+            Answer::Yes => {
+                assert!(rebased, "the records say re-based at {seen:?}");
+                self.known = records::after_loss(known, seen, true, p);
+            }
+            Answer::No => {
+                assert!(!rebased, "the records say rule 2 at {seen:?}");
+                self.known = records::after_loss(known, seen, false, p);
+            }
+            Answer::Open => self.leave_open(),
+            Answer::NextRead(q) => {
+                // Rule 2 unless the next read says the stop may have been a
+                // period past the due point.
+                self.awaiting = Some(q);
+                self.known = records::after_loss(known, seen, false, p);
+            }
         }
     }
 
-    /// Whether the records fit both "pending" and "not pending" at the stop
-    /// whose witness read `witness`, or both re-arm rules after it.
-    fn stop_uncertain(&self, witness: u64) -> bool {
-        let (slo, shi) = self.stop_range(witness);
-        let (p, jlo, jhi) = (self.p(), self.jlo, self.jhi);
-        let pending_unsure = shi.is_none_or(|shi| jlo <= shi) && jhi > slo;
-        let rebase_unsure = slo < jhi + p && shi.is_none_or(|shi| jlo <= shi && shi >= jlo + p);
-        pending_unsure || rebase_unsure
+    /// A count the records give (absolute `x`), after every stop before it
+    /// (`sample`: a sample's): it answers the question waiting on it, or
+    /// leaves it open.
+    fn read(&mut self, x: u64, sample: bool) {
+        if let Some(q) = self.awaiting.take() {
+            let below = if sample { q.sample_below } else { q.below };
+            if x >= below {
+                self.leave_open();
+            }
+        }
     }
 
-    /// A count the judge reads (absolute `a`), after every stop before it:
-    /// the last stop's range ends there.
-    fn observe(&mut self, a: u64) {
-        if std::mem::take(&mut self.stop_open) {
-            self.jhi = self.jhi.max(a + self.p());
+    /// A place the records leave open: counted, and they place no due
+    /// point after it until something anchors it again.
+    fn leave_open(&mut self) {
+        self.truth.undecided += 1;
+        self.known = Known::Unknown;
+    }
+
+    /// Something the records do not show: they place no due point until
+    /// the next sample or reset, and a question still waiting stays open.
+    fn forget(&mut self) {
+        if self.awaiting.take().is_some() {
+            self.truth.undecided += 1;
+        }
+        self.known = Known::Unknown;
+    }
+
+    /// Where the records place the due point, the due point is there.
+    fn check_known(&self) {
+        if let (Known::Due { lo, hi }, None) = (self.known, self.awaiting) {
+            let due = self.pending.map_or(self.due, |p| p.due);
+            assert!(
+                lo <= due && due <= hi,
+                "due {due} outside [{lo}, {hi}] at {}",
+                self.a
+            );
         }
     }
 
     fn end(&mut self) {
-        self.observe(self.a);
+        self.read(self.a, false);
+        // The final DISABLE is a stop at the final count.
+        let pending = self.pending.is_some();
+        let lost = pending && !self.cfg.pnmi;
+        if self.ask_pending(Seen::At(self.a), pending, lost) == Answer::Yes && lost {
+            self.truth.lost_at_final_decided += 1;
+        }
         if let Some(pend) = self.pending.take() {
             if self.cfg.pnmi {
                 self.truth.nmi_at_stop += 1;
@@ -1170,15 +1243,6 @@ impl Sim<'_> {
             } else {
                 self.lose(pend, true);
             }
-        }
-        // The final DISABLE is a stop with an exact count, but where the
-        // records place the due point only within a range (after a reset),
-        // a count inside it fits "pending" and "not yet due" alike.
-        if self.jlo <= self.a && self.jhi > self.a {
-            self.truth.stops_uncertain += 1;
-        }
-        if self.unanchored {
-            self.truth.stops_after_wrap += 1;
         }
         self.truth.in_flight += self.queue.len() as u64;
         self.flush_ring_gap();
