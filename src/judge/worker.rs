@@ -471,7 +471,7 @@ mod tests {
             stops_unseen,
             ..JudgeConfig::new(100_000, 1_000, 500, RearmMode::Free)
         };
-        let mut judge = WorkerJudge::new(0, cfg);
+        let mut judge = StreamJudge::new(0, cfg);
         feed(&mut judge, stream);
         judge.verdict().interrupts
     }

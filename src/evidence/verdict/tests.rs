@@ -340,10 +340,10 @@ fn a_run_without_the_count_witness_says_how_to_get_it() {
     };
     let stop = StopReason::Duration;
     let with = |got: [SwitchWitness; 2], asked, paranoid, software| {
-        let workers: Vec<WorkerResult> = got
+        let workers: Vec<WorkerEntry> = got
             .iter()
             .enumerate()
-            .map(|(n, &w)| WorkerResult {
+            .map(|(n, &w)| WorkerEntry {
                 switch_witness: w,
                 ..worker(n, Some(500), 500)
             })
