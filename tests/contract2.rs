@@ -198,9 +198,11 @@ fn an_allocation_failure_is_one_line_and_125_with_run_json_saying_why() {
             "task-clock",
             "--duration",
             "200ms",
-            // Few threads: glibc aborts (not our code) when a new thread
-            // cannot allocate its TLS destructor list, which the default
-            // 2 workers + 1 migrator per CPU made likely in this range.
+            // Few threads, so that the limits below reach our own
+            // allocations and not only thread starts. (Before the run kept
+            // every thread on one malloc arena, glibc also aborted here, not
+            // our code, when a new thread could not allocate its TLS
+            // destructor list: seen with one worker under load.)
             "--workers",
             "1",
             "--migrators",

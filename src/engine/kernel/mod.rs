@@ -564,12 +564,23 @@ pub const MALLOC_MMAP_THRESHOLD: usize = 128 << 10;
 /// back to the kernel when it is freed (the heap: 2.2 MB at 5 s, 2.5 MB at
 /// 260 s). Other C libraries (musl, in the static build) give freed memory
 /// back anyway.
-pub fn fix_malloc_mmap_threshold() {
+///
+/// And keeps every thread on glibc's main arena (M_ARENA_MAX 1): by default
+/// each thread that allocates gets an arena of its own, reserving 64 MiB of
+/// address space (a one-worker run's VmPeak: 280 MB). Under an address-space
+/// limit (`ulimit -v`) a new thread's first allocation, glibc's record of its
+/// thread-local destructors, then failed where the reservation did not fit,
+/// and glibc aborts the process there ("failed to register TLS destructor"):
+/// no status of ours, no run.json. With one arena a failed allocation is one
+/// of ours, which the run reports. Only the controller allocates while a run
+/// goes on, so no thread waits on another's allocations.
+pub fn tune_malloc() {
     #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets an allocator parameter; glibc takes its
-    // own lock for it.
+    // SAFETY: mallopt only sets allocator parameters; glibc takes its own
+    // lock for them.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD as libc::c_int);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 

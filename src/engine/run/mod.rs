@@ -294,7 +294,7 @@ pub fn run(
     stop_signal: &dyn Fn() -> Option<i32>,
     observer: &mut dyn Observer,
 ) -> Result<RunRecord> {
-    kernel::fix_malloc_mmap_threshold();
+    kernel::tune_malloc();
     #[cfg(feature = "testkit")]
     if let Some(scripted) = kernel::fake::Scripted::from_env() {
         let fake = kernel::fake::FakeKernel::new(scripted.script);
