@@ -169,6 +169,9 @@ impl RunResults {
             schema_version: SCHEMA_VERSION,
             tool: ToolInfo::this(),
             argv,
+            // Set by `ResultsDir::finish`, which knows when the run started.
+            started_unix_s: None,
+            started_utc: None,
             config: cfg.clone(),
             judge: Some(cfg.judge_config()),
             pseudo_nmi: fingerprint.pseudo_nmi().clone(),
