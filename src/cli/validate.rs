@@ -189,7 +189,7 @@ impl RunConfig {
             return Err(usage(
                 "--migrate",
                 format!(
-                    "migrating needs at least 2 CPUs in --cpus (got {}); use --migrate none",
+                    "migrating needs at least 2 CPUs in --cpus (got only CPU {}); use --migrate none",
                     format_cpus(&cpus)
                 ),
             ));
@@ -288,7 +288,9 @@ impl RunConfig {
             migrate: args.migrate,
             migrate_interval_ns,
             move_running_only: args.move_which == MoveWhich::Running,
-            migrate_seed: crate::engine::kernel::monotonic_ns(),
+            migrate_seed: args
+                .seed
+                .unwrap_or_else(crate::engine::kernel::monotonic_ns),
             duration_ns: duration.map(|d| nanos("--duration", d)).transpose()?,
             interrupts_per_worker: args.interrupts,
             stop_after_anomalies: args.stop_after_anomalies,
