@@ -317,6 +317,7 @@ pub fn run_on<K: Kernel>(
             } else {
                 0
             },
+            signal_budget: cfg.interrupts_per_worker.unwrap_or(0),
         };
         let (k, s, tx, g) = (
             kernel.clone(),
