@@ -139,3 +139,9 @@ impl Drop for Sysctl {
         }
     }
 }
+
+/// Console text with its wrapped lines joined again: the console wraps
+/// at 100 columns, indenting each continuation by four spaces.
+pub fn unwrapped(text: &str) -> String {
+    text.replace("\n    ", " ")
+}

@@ -333,6 +333,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
             let v = serde_json::json!({
                 "a": side(&a), "b": side(&b), "p_value": p,
                 "test": "exact conditional binomial test, two-sided",
+                "warnings": compare::warnings(&a, &b),
             });
             put!(
                 out,
@@ -340,7 +341,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 serde_json::to_string_pretty(&v).unwrap_or_default()
             );
         }
-        _ => put!(out, "{}", compare::compare(&a, &b).trim_end()),
+        format => put!(out, "{}", compare::compare(&a, &b, format).trim_end()),
     }
     emit(&out, 0)
 }
@@ -526,7 +527,7 @@ fn run_command(args: &RunArgs) -> i32 {
     let cfg = cfg;
     // From here the run loop only queues console lines (`console`): a
     // blocked stdout never delays measuring or stopping.
-    let mut console = console::Console::new(cfg.max_anomaly_lines);
+    let mut console = console::Console::new(cfg.max_anomaly_lines, console::Goal::of(&cfg));
     console.say(fingerprint.verdict_line());
     console.say(console::banner(&cfg));
     if let Some(b) = &cfg.bisect {
