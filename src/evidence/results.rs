@@ -417,6 +417,10 @@ pub struct RunResults {
     pub started_unix_s: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_utc: Option<String>,
+    /// CLOCK_MONOTONIC ns when measuring began (the clock of every
+    /// `time_ns`): where a plot's time axis starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_monotonic_ns: Option<u64>,
     pub config: RunConfig,
     /// How the stream was judged: `pmustress replay` judges raw.csv.gz
     /// again with it (schema 1 had none).

@@ -858,6 +858,7 @@ impl ResultsDir {
             .map_or(0, |d| d.as_secs());
         results.started_unix_s = Some(started_unix_s);
         results.started_utc = Some(crate::evidence::results::utc_text(started_unix_s));
+        results.started_monotonic_ns = self.started_ns;
         let mut tail = Ok(());
         if self.failed.is_none() {
             tail = self

@@ -172,6 +172,7 @@ impl RunResults {
             // Set by `ResultsDir::finish`, which knows when the run started.
             started_unix_s: None,
             started_utc: None,
+            started_monotonic_ns: None,
             config: cfg.clone(),
             judge: Some(cfg.judge_config()),
             pseudo_nmi: fingerprint.pseudo_nmi().clone(),
