@@ -113,7 +113,40 @@ fn drops_keep_their_lines_within_100_columns() {
         .filter(|l| l.starts_with("worker 0: dropped interrupt (injected)"))
         .count();
     assert_eq!(lines, 4, "{stdout}");
+    plot_places_injected_drops_like_real_ones(&out);
 }
+
+/// The plot's timeline spans the whole run, and an injected drop is drawn
+/// where a real one is, about 2x (it was drawn at 1x, as if on time).
+#[cfg(feature = "plot")]
+fn plot_places_injected_drops_like_real_ones(dir: &Path) {
+    use pmustress::evidence::loaded_run::LoadedRun;
+    use pmustress::evidence::plot::RunPlot;
+    let run = LoadedRun::load(dir).unwrap();
+    let p = RunPlot::from_run(&run);
+    assert!(p.whole_run);
+    assert_eq!(p.anomalies.len(), run.anomalies.len());
+    let mut drops = 0;
+    for (point, row) in p.anomalies.iter().zip(&run.anomalies) {
+        assert!(
+            (0.0..=p.elapsed_s).contains(&point.t),
+            "{point:?} {}",
+            p.elapsed_s
+        );
+        if row.kind == "dropped-interrupt" {
+            drops += 1;
+            // From the interrupt before to the one after: a period more
+            // than the delta to the one discarded, at least 2x.
+            let gap = row.delta as f64 / row.period as f64 + 1.0;
+            assert_eq!(point.ratio, gap, "{point:?} {row:?}");
+            assert!(point.ratio >= 1.5, "{point:?}");
+        }
+    }
+    assert_eq!(drops, 4);
+}
+
+#[cfg(not(feature = "plot"))]
+fn plot_places_injected_drops_like_real_ones(_: &Path) {}
 
 /// `--interrupts N` stops each worker at its Nth overflow signal, counted
 /// in the handler (it took 253 for 10 when the judge, 250 ms behind its
@@ -339,21 +372,6 @@ fn the_reproduce_line_replays_a_random_migration() {
     assert_ne!(a[..n], c[..n]);
 }
 
-/// Copies a recorded results directory to `to` with `edit` applied to its
-/// run.json.
-fn copy_edited(from: &str, to: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-    }
-    let path = to.join("run.json");
-    let mut run: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    edit(&mut run);
-    std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
-}
-
 /// A ratio between unlike runs is said to be one: different settings, an
 /// interrupted side, the same runs on both sides. Like runs get no
 /// warning.
@@ -370,7 +388,7 @@ fn compare_warns_when_the_sides_are_not_alike() {
 
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("other");
-    copy_edited(PNMI, &other, |r| {
+    crate::util::copy_run(PNMI, &other, |r| {
         r["config"]["workers"] = 7.into();
         r["config"]["period"] = 200000.into();
         r["verdict"] = "interrupted".into();
@@ -427,7 +445,7 @@ fn a_grouped_report_fits_72_columns() {
     .into_iter()
     .enumerate()
     {
-        copy_edited(from, &dir.path().join(format!("run-{i}")), |r| {
+        crate::util::copy_run(from, &dir.path().join(format!("run-{i}")), |r| {
             r["fingerprint"]["kernel"]["release"] =
                 serde_json::json!({"source": "/proc/sys/kernel/osrelease", "value": release});
         });
@@ -471,5 +489,50 @@ fn a_misspelling_is_answered_with_did_you_mean() {
         text(&o.stderr).contains("(got only CPU 0)"),
         "{}",
         text(&o.stderr)
+    );
+}
+
+/// A run refused for lack of a PMU used to leave no results directory: a
+/// fleet got only console text back. Now run.json says why, with the
+/// fingerprint, as for any run that could not start.
+#[test]
+fn a_run_refused_for_lack_of_a_pmu_leaves_run_json() {
+    if crate::util::has_core_pmu() {
+        crate::util::skipped("this machine has a PMU: the default event is not refused");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let o = pmustress()
+        .args(["run", "--duration", "1s", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(125));
+    let stderr = text(&o.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("(recorded in {})", out.join("run.json").display())),
+        "{stderr}"
+    );
+    let r = read_json(&out);
+    assert_eq!(r["verdict"], "incomplete");
+    assert_eq!(r["exit_status"], 125);
+    assert!(
+        r["setup_failure"]
+            .as_str()
+            .unwrap()
+            .contains("needs a hardware PMU"),
+        "{r:#}"
+    );
+    assert!(r["fingerprint"]["kernel"]["release"]["value"].is_string());
+    assert!(r["started_utc"].is_string());
+    let report = pmustress().args(["report"]).arg(&out).output().unwrap();
+    assert_eq!(report.status.code(), Some(125));
+    assert!(
+        text(&report.stdout)
+            .contains("the run could not start: --event branches needs a hardware PMU"),
+        "{}",
+        text(&report.stdout)
     );
 }

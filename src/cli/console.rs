@@ -223,9 +223,12 @@ pub const WIDTH: usize = 100;
 /// `text`, each line wrapped to `WIDTH` columns between words (a word
 /// longer than that, such as a path, is kept whole).
 pub fn fit(text: &str) -> String {
+    // Never at a hyphen: "late-signal" and "--inject-drop-every" are
+    // names, split they read as two words.
     let opts = textwrap::Options::new(WIDTH)
         .subsequent_indent("    ")
-        .break_words(false);
+        .break_words(false)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
     let mut out = String::new();
     for line in text.lines() {
         for part in textwrap::wrap(line, &opts) {

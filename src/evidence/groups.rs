@@ -184,7 +184,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
                    dropped: &dyn std::fmt::Display,
                    rate: &dyn std::fmt::Display,
                    verdict: &dyn std::fmt::Display| {
-        format!("{runs:>4} {overflows:>12} {dropped:>8}  {rate:<26} {verdict}")
+        format!("{runs:>4} {overflows:>11} {dropped:>7} {rate:<20} {verdict}")
     };
     if format == OutputFormat::Markdown {
         let _ = writeln!(

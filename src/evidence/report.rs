@@ -55,10 +55,13 @@ fn reproduce_lines(out: &mut String, argv: &[String]) {
 }
 
 pub fn wrap_into(out: &mut String, text: &str, indent: &str) {
+    // Never at a hyphen: "--inject-drop-every" and "late-signal" are
+    // names; only a word longer than the line is broken.
     let opts = textwrap::Options::new(WIDTH)
         .initial_indent(indent)
         .subsequent_indent("    ")
-        .break_words(true);
+        .break_words(true)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
     for line in textwrap::wrap(text, opts) {
         let _ = writeln!(out, "{line}");
     }
