@@ -28,6 +28,11 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Help text as words: clap wraps it to the terminal's width.
+fn one_spaced(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn widest(text: &str) -> usize {
     text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
 }
@@ -183,9 +188,9 @@ fn interrupts_n_stops_each_worker_at_n_signals() {
             );
         }
     }
-    let help = stdout_of(&["run", "--help"]);
+    let help = one_spaced(&stdout_of(&["run", "--help"]));
     assert!(
-        crate::util::unwrapped(&help).contains("299 overflows and 299 witnessed stops"),
+        help.contains("A verdict needs at least 299 overflows and 299 witnessed stops in all"),
         "{help}"
     );
 }
@@ -534,5 +539,51 @@ fn a_run_refused_for_lack_of_a_pmu_leaves_run_json() {
             .contains("the run could not start: --event branches needs a hardware PMU"),
         "{}",
         text(&report.stdout)
+    );
+}
+
+/// A grouped report pools an interrupted run as far as it ran, and its
+/// note says so (it said unfinished runs are not pooled, next to a pooled
+/// interrupted run).
+#[test]
+fn a_grouped_report_says_how_it_pooled_an_interrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::util::copy_run(NOPNMI, &dir.path().join("a"), |_| {});
+    crate::util::copy_run(NOPNMI, &dir.path().join("b"), |r| {
+        r["verdict"] = "interrupted".into();
+        r["exit_status"] = 130.into();
+    });
+    let root = dir.path().to_str().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&stdout_of(&[
+        "report",
+        "--group-by",
+        "kernel",
+        "--format",
+        "json",
+        root,
+    ]))
+    .unwrap();
+    let overflows = read_json(Path::new(NOPNMI))["totals"]["accounted_overflows"].clone();
+    assert_eq!(
+        json["groups"][0]["overflows"],
+        2 * overflows.as_u64().unwrap()
+    );
+    let text = stdout_of(&["report", "--group-by", "kernel", root]);
+    assert!(
+        text.contains("1 interrupted (pooled as far as it ran)"),
+        "{text}"
+    );
+    assert!(!text.contains("not pooled if unfinished"), "{text}");
+}
+
+/// `run --help` says what a run judges, not the deltas between signals it
+/// classified before the judge read the kernel's records.
+#[test]
+fn run_help_says_what_the_run_judges() {
+    let help = one_spaced(&stdout_of(&["run", "--help"]));
+    assert!(!help.contains("classify every delta"), "{help}");
+    assert!(
+        help.contains("judge every overflow from the kernel's records"),
+        "{help}"
     );
 }
