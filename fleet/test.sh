@@ -13,6 +13,8 @@
 # directory is then kept for a look, and its path printed; also with
 # PMUSTRESS_FLEET_KEEP=1).
 #
+# 0. Before scripts/dist.sh: the playbook says to build dist/ first, in one
+#    sentence, not a templating traceback.
 # 1. A run on four hosts, each with its own arguments (inventory): a plain
 #    one, one that finds (injected) dropped interrupts, exit 1, one too
 #    short to judge, exit 125, one stopped by its time limit (SIGTERM,
@@ -257,6 +259,17 @@ start=$SECONDS
 # alone 3.4 s), and over 10 s twice (a 10 s run then ended first). 30 s
 # leaves room for that.
 LONG_RUN=(-e 'pmustress_args="--event task-clock --duration 30s"')
+
+# --- 0. no release binaries yet: one sentence, not a templating traceback -------
+log "0. the playbook before scripts/dist.sh"
+mkdir -p "$TMP/no-dist"
+rc=0
+playbook s0 s0 -e pmustress_dist="$TMP/no-dist" || rc=$?
+((rc != 0)) || fail "0. the playbook ran without release binaries"
+grep -q "SHA256SUMS does not exist: build the release binaries first with scripts/dist.sh" "$TMP/s0.log" ||
+    fail "0. no sentence naming scripts/dist.sh (see $TMP/s0.log)"
+! grep -q "unhandled exception" "$TMP/s0.log" || fail "0. a templating traceback (see $TMP/s0.log)"
+log "0. ok: exit $rc, says to run scripts/dist.sh"
 
 # --- 1. three hosts, three results ---------------------------------------------
 log "1. host-a: a 3 s run; host-b: the same, every 50th interrupt dropped; host-c: 100 ms; host-e: 1 h stopped at 2 s"

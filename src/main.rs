@@ -78,7 +78,7 @@ fn command() -> ExitCode {
         Err(e) => {
             let argv: Vec<_> = std::env::args_os().collect();
             let line = pmustress::cli::invalid_utf8_line(&e, &argv)
-                .unwrap_or_else(|| pmustress::cli::usage_line(&e));
+                .unwrap_or_else(|| pmustress::cli::usage_line(&e, &argv));
             let _ = writeln!(std::io::stderr(), "{line}");
             return ExitCode::from(EXIT_USAGE as u8);
         }

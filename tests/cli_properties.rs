@@ -167,7 +167,7 @@ proptest! {
             Ok(cli) => cli,
             Err(e) if !e.use_stderr() => return Ok(()), // --help, --version
             Err(e) => {
-                let line = usage_line(&e);
+                let line = usage_line(&e, &argv);
                 prop_assert!(!line.contains('\n'), "{argv:?}: {line}");
                 prop_assert!(names_an_argument(&line), "{argv:?}: {line}");
                 prop_assert!(!line.contains("one of: )"), "{argv:?}: {line}");
@@ -215,7 +215,7 @@ fn run_usage_error(argv: &[String]) -> Option<String> {
     let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => return None,
-        Err(e) => return Some(usage_line(&e)),
+        Err(e) => return Some(usage_line(&e, argv)),
     };
     let Command::Run(args) = cli.command else {
         return None;

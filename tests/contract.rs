@@ -230,7 +230,7 @@ fn a_run_too_short_to_say_anything_is_125_with_the_number_needed() {
         assert_eq!(r["verdict"], "inconclusive", "{name}");
         let reasons = r["inconclusive_because"].as_array().unwrap();
         assert!(reasons.contains(&reason.clone().into()), "{name}: {r:#}");
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stdout = crate::util::unwrapped(&String::from_utf8_lossy(&out.stdout));
         assert!(stdout.contains(&reason), "{name}: {stdout}");
         let replay = run(&["replay", out_dir.to_str().unwrap()]);
         assert_eq!(replay.status.code(), Some(125), "{name}");

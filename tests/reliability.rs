@@ -94,7 +94,7 @@ fn kernel_throttling_is_reported_and_never_a_drop() {
         .unwrap();
     let now = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate").unwrap();
     drop(rate);
-    let stdout = text(&out.stdout);
+    let stdout = crate::util::unwrapped(&text(&out.stdout));
     assert_eq!(now.trim(), "1000", "the kernel changed the rate under us");
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     let r = read_json(&out_dir);
@@ -121,7 +121,9 @@ fn kernel_throttling_is_reported_and_never_a_drop() {
             .any(|w| w.as_str().unwrap().starts_with(&warning)),
         "{r:#}"
     );
-    assert!(stdout.contains("\n  throttled "), "{stdout}");
+    // Throttling cannot change the verdict: counted by kind, no line each.
+    let windows = u64_at(&r, "/totals/anomalies/throttled");
+    assert!(stdout.contains(&format!("throttled {windows}")), "{stdout}");
 }
 
 // ------------------------------------------------------------- signal queue
@@ -412,7 +414,7 @@ fn software_period_below_the_livelock_guard_is_refused_and_the_guard_runs() {
     );
     assert!(!stderr.contains("--period"), "{stderr}");
     assert!(stdout.contains("\nverdict: "), "{stdout}");
-    assert!(stdout.contains("0 injected"), "{stdout}");
+    assert!(!stdout.contains("injected"), "{stdout}");
     assert!(!stdout.contains("DROPPED"), "{stdout}");
 }
 
@@ -470,7 +472,10 @@ fn watchdog_stops_workers_whose_event_never_overflows() {
                 && why.contains("the event does not count or overflow here"),
             "{w:#}"
         );
-        assert!(stdout.contains(&format!("inconclusive: {why}")), "{stdout}");
+        assert!(
+            crate::util::unwrapped(&stdout).contains(&format!("inconclusive: {why}")),
+            "{stdout}"
+        );
     }
     assert!(stdout.contains("verdict: inconclusive"), "{stdout}");
 }
@@ -510,6 +515,7 @@ fn watchdog_stops_a_worker_that_runs_no_user_code() {
     assert_eq!(w[1]["signals"], 0);
     assert!(w[0]["stalled"].is_null(), "{w:#}");
     assert!(u64_at(&w[0], "/signals") > 10, "{w:#}");
+    let stdout = crate::util::unwrapped(&stdout);
     assert!(stdout.contains(&format!("stalled: {why}")), "{stdout}");
     assert!(stdout.contains(&format!("inconclusive: {why}")), "{stdout}");
 }

@@ -113,19 +113,12 @@ fn arm64_pseudo_nmi_off_and_on_differ_significantly() {
 /// Copies a recorded results directory to `to`, as if it had run on
 /// `host`, an instance of `instance_type`.
 fn recorded_on(from: &str, to: &std::path::Path, host: &str, instance_type: &str) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-    }
-    let path = to.join("run.json");
-    let mut run: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    run["fingerprint"]["kernel"]["hostname"] =
-        serde_json::json!({"source": "/proc/sys/kernel/hostname", "value": host});
-    run["fingerprint"]["machine"]["dmi"]["product_name"] =
-        serde_json::json!({"source": "/sys/class/dmi/id/product_name", "value": instance_type});
-    std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
+    crate::util::copy_run(from, to, |run| {
+        run["fingerprint"]["kernel"]["hostname"] =
+            serde_json::json!({"source": "/proc/sys/kernel/hostname", "value": host});
+        run["fingerprint"]["machine"]["dmi"]["product_name"] =
+            serde_json::json!({"source": "/sys/class/dmi/id/product_name", "value": instance_type});
+    });
 }
 
 /// A fleet's results as the playbook fetches them: two runs on a

@@ -103,7 +103,7 @@ fn a_scripted_run_is_clean_with_every_overflow_accounted_for() {
     assert_eq!(strings(&r["warnings"]), Vec::<String>::new());
     assert_eq!(strings(&r["inconclusive_because"]), Vec::<String>::new());
     assert!(
-        stdout.contains(
+        crate::util::unwrapped(&stdout).contains(
             "verdict: clean: no dropped interrupt in 300 overflows and 300 stops; a driver losing every overflow due within 1535 events (1.54% of the period) before a stop would have lost one here with 99% probability"
         ),
         "{stdout}"

@@ -12,6 +12,7 @@ mod contract;
 mod contract2;
 mod env;
 mod interrupt;
+mod maintainer;
 mod matrix;
 mod memory;
 mod model;

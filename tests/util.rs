@@ -139,3 +139,24 @@ impl Drop for Sysctl {
         }
     }
 }
+
+/// Console text with its wrapped lines joined again: the console wraps
+/// at 100 columns, indenting each continuation by four spaces.
+pub fn unwrapped(text: &str) -> String {
+    text.replace("\n    ", " ")
+}
+
+/// Copies the files of a recorded results directory to `to` (created),
+/// then applies `edit` to its run.json.
+pub fn copy_run(from: &str, to: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+    let path = to.join("run.json");
+    let mut run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut run);
+    std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
+}

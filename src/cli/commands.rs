@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::console;
-use crate::cli::validate::ConfigError;
+use crate::cli::validate::{ConfigError, Refused};
 use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs};
 use crate::config::RunConfig;
 use crate::config::event;
@@ -333,6 +333,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
             let v = serde_json::json!({
                 "a": side(&a), "b": side(&b), "p_value": p,
                 "test": "exact conditional binomial test, two-sided",
+                "warnings": compare::warnings(&a, &b),
             });
             put!(
                 out,
@@ -340,7 +341,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 serde_json::to_string_pretty(&v).unwrap_or_default()
             );
         }
-        _ => put!(out, "{}", compare::compare(&a, &b).trim_end()),
+        format => put!(out, "{}", compare::compare(&a, &b, format).trim_end()),
     }
     emit(&out, 0)
 }
@@ -479,16 +480,24 @@ fn run_command(args: &RunArgs) -> i32 {
     };
     let fingerprint = Fingerprint::collect(&kernel::machine_root());
     let platform = event::Platform::from_fingerprint(&fingerprint);
-    let mut cfg = match RunConfig::from_args(args, &allowed, &platform) {
+    // Lossy: an argument that is not UTF-8 (a --baseline path) is recorded
+    // with U+FFFD rather than panicking.
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut cfg = match RunConfig::from_args_or_refused(args, &allowed, &platform) {
         Ok(cfg) => cfg,
-        Err(e @ ConfigError::Usage { .. }) => {
+        Err(Refused {
+            error: e @ ConfigError::Usage { .. },
+            ..
+        }) => {
             errln!("error: {e}");
             return EXIT_USAGE;
         }
-        Err(e @ ConfigError::CannotTest(_)) => {
-            errln!("pmustress: {e}");
-            return EXIT_CANNOT_TEST;
-        }
+        Err(Refused {
+            error: ConfigError::CannotTest(why),
+            config,
+        }) => return refuse(config, &argv, &fingerprint, &why),
     };
 
     match crate::engine::sigqueue::check_live(cfg.workers) {
@@ -507,11 +516,6 @@ fn run_command(args: &RunArgs) -> i32 {
             .map(|(sig, _)| *sig)
     };
 
-    // Lossy: an argument that is not UTF-8 (a --baseline path) is recorded
-    // with U+FFFD rather than panicking.
-    let argv: Vec<String> = std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
     let files = match ResultsDir::create(&mut cfg, &argv, &fingerprint) {
         Ok(files) => files,
         Err(e @ OutError::Usage(_)) => {
@@ -526,7 +530,7 @@ fn run_command(args: &RunArgs) -> i32 {
     let cfg = cfg;
     // From here the run loop only queues console lines (`console`): a
     // blocked stdout never delays measuring or stopping.
-    let mut console = console::Console::new(cfg.max_anomaly_lines);
+    let mut console = console::Console::new(cfg.max_anomaly_lines, console::Goal::of(&cfg));
     console.say(fingerprint.verdict_line());
     console.say(console::banner(&cfg));
     if let Some(b) = &cfg.bisect {
@@ -623,6 +627,44 @@ fn run_command(args: &RunArgs) -> i32 {
         );
     }
     results.exit_status
+}
+
+/// A run this machine cannot do (no PMU for the event, one CPU to migrate
+/// on): 125, said in one line, and recorded like any run that could not
+/// start, so a fleet gets run.json back with the fingerprint and the
+/// reason (`config` is the run as it would have been, its event
+/// unresolved). A results directory that cannot be made is said on the
+/// same line; the status stays 125, or 2 for an --out that is wrong.
+fn refuse(
+    config: Option<Box<RunConfig>>,
+    argv: &[String],
+    fingerprint: &Fingerprint,
+    why: &str,
+) -> i32 {
+    let Some(mut cfg) = config else {
+        errln!("pmustress: cannot test here: {why}");
+        return EXIT_CANNOT_TEST;
+    };
+    match ResultsDir::create(&mut cfg, argv, fingerprint) {
+        Ok(files) => match files.abandon(&cfg, argv, fingerprint, why) {
+            Ok(()) => errln!(
+                "pmustress: cannot test here: {why} (recorded in {})",
+                cfg.out.join("run.json").display()
+            ),
+            Err(e) => errln!(
+                "pmustress: cannot test here: {why} (not recorded in {}: {e:#})",
+                cfg.out.display()
+            ),
+        },
+        Err(e @ OutError::Usage(_)) => {
+            errln!("error: {e}");
+            return EXIT_USAGE;
+        }
+        Err(e @ OutError::CannotTest(_)) => {
+            errln!("pmustress: cannot test here: {why} (not recorded: {e})");
+        }
+    }
+    EXIT_CANNOT_TEST
 }
 
 /// Writes `text` to stdout (control characters escaped): a reader that

@@ -12,7 +12,6 @@ use clap::ValueEnum;
 
 use crate::config::{RunConfig, format_cpus};
 use crate::engine::run::{Observer, Progress};
-use crate::evidence::accounting::accounting;
 use crate::evidence::results::{AnomalyRecord, Counts, RunResults, Verdict};
 use crate::judge::{Anomaly, AnomalyKind};
 
@@ -99,10 +98,11 @@ pub struct Console {
     thread: Option<std::thread::JoinHandle<Failure>>,
     /// Lines dropped because the queue was full.
     dropped: u64,
+    goal: Goal,
 }
 
 impl Console {
-    pub fn new(limit: u64) -> Console {
+    pub fn new(limit: u64, goal: Goal) -> Console {
         let (queue, lines) = std::sync::mpsc::sync_channel(QUEUED_LINES);
         let thread = std::thread::Builder::new()
             .name("console".into())
@@ -120,12 +120,16 @@ impl Console {
             queue,
             thread,
             dropped: 0,
+            goal,
         }
     }
 
-    /// Queues a line for stdout; dropped (and counted) if the queue is full.
+    /// Queues a line for stdout (wrapped to `WIDTH`); dropped (and
+    /// counted) if the queue is full.
     pub fn say(&mut self, line: String) {
-        self.send(Line::Out(line));
+        let mut text = fit(&line);
+        text.pop();
+        self.send(Line::Out(text));
     }
 
     fn send(&mut self, line: Line) {
@@ -195,8 +199,102 @@ fn write_line(line: Line, failure: &mut Failure) {
     }
 }
 
+/// Whether an anomaly of this kind can change the verdict (a drop, or
+/// what makes a run inconclusive): only those get a line of their own
+/// while the run goes on. The others (late interrupts, software timer
+/// skips, coalesced or late signals...) are counted by kind in the summary
+/// and listed in anomalies.csv: a clean run's console stays short.
+pub fn gets_a_line(kind: AnomalyKind) -> bool {
+    matches!(
+        kind,
+        AnomalyKind::DroppedInterrupt
+            | AnomalyKind::Ambiguous
+            | AnomalyKind::WitnessLost
+            | AnomalyKind::UnmatchedSignal
+            | AnomalyKind::Unexplained
+            | AnomalyKind::ToolError
+    )
+}
+
+/// The widest console line: longer ones are wrapped between words, their
+/// continuation indented.
+pub const WIDTH: usize = 100;
+
+/// `text`, each line wrapped to `WIDTH` columns between words (a word
+/// longer than that, such as a path, is kept whole).
+pub fn fit(text: &str) -> String {
+    // Never at a hyphen: "late-signal" and "--inject-drop-every" are
+    // names, split they read as two words.
+    let opts = textwrap::Options::new(WIDTH)
+        .subsequent_indent("    ")
+        .break_words(false)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
+    let mut out = String::new();
+    for line in text.lines() {
+        for part in textwrap::wrap(line, &opts) {
+            out.push_str(&part);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// What the progress line counts towards, besides the time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Goal {
+    /// --duration, in seconds.
+    pub seconds: Option<f64>,
+    /// Bisect mode: the overflows and witnessed stops a good verdict needs.
+    pub overflows: Option<u64>,
+    pub stops: Option<u64>,
+}
+
+impl Goal {
+    pub fn of(cfg: &RunConfig) -> Goal {
+        Goal {
+            seconds: cfg.duration_ns.map(|ns| ns as f64 / 1e9),
+            overflows: cfg.bisect.as_ref().map(|b| b.overflows_needed),
+            stops: cfg.bisect.as_ref().map(|b| b.stops_needed),
+        }
+    }
+}
+
+/// The live line: "3.1s of 10s" (or "of --interrupts" time unknown), the
+/// rates, and in bisect mode the overflows and stops against what a good
+/// verdict needs.
+pub fn progress_line(p: &Progress, goal: &Goal) -> String {
+    let secs = p.elapsed_ns as f64 / 1e9;
+    let per_s = |n: u64| n as f64 / secs.max(1e-9);
+    let mut s = match goal.seconds {
+        Some(total) => format!("{secs:.1}s of {total:.0}s"),
+        None => format!("{secs:.1}s"),
+    };
+    if let Some(need) = goal.overflows {
+        let _ = write!(s, "  overflows {}/{need}", p.overflows);
+    }
+    if let Some(need) = goal.stops {
+        let _ = write!(s, "  stops {}/{need}", p.stops);
+    }
+    let _ = write!(
+        s,
+        "  {:.0} interrupts/s  {:.0} stops/s",
+        per_s(p.signals),
+        per_s(p.stops)
+    );
+    // Bisect mode's counts take the room of the moves (a terminal line
+    // that wraps is not redrawn in place).
+    if goal.overflows.is_none() {
+        let _ = write!(s, "  {:.0} moves/s", per_s(p.moves));
+    }
+    let _ = write!(s, "  {} anomalies  {} dropped", p.anomalies, p.dropped);
+    s
+}
+
 impl Observer for Console {
     fn anomaly(&mut self, a: &Anomaly) {
+        if !gets_a_line(a.kind) {
+            return;
+        }
         self.printed += 1;
         if self.printed > self.limit {
             return;
@@ -212,15 +310,7 @@ impl Observer for Console {
         if !self.tty {
             return;
         }
-        let secs = p.elapsed_ns as f64 / 1e9;
-        self.send(Line::Progress(format!(
-            "{secs:6.1}s  {:>8.0} interrupts/s  {:>7.0} stops/s  {:>8.0} moves/s  {} anomalies  {} dropped",
-            p.signals as f64 / secs.max(1e-9),
-            p.stops as f64 / secs.max(1e-9),
-            p.moves as f64 / secs.max(1e-9),
-            p.anomalies,
-            p.dropped
-        )));
+        self.send(Line::Progress(progress_line(p, &self.goal)));
         self.progress_shown = true;
     }
 }
@@ -251,95 +341,103 @@ pub fn banner(cfg: &RunConfig) -> String {
     s
 }
 
-fn counts_row(label: &str, c: &Counts) -> String {
-    let d = &c.deltas;
-    let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-    format!(
-        "{label:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}  {}/{}/{}/{}",
-        c.signals,
-        c.kernel_samples,
-        c.dropped_interrupts,
-        c.ambiguous,
-        c.interrupts.rebased_in_handler,
-        c.migrations_requested,
-        c.migrations_kernel.map_or(c.cpu_changes, |k| k),
-        opt(d.min),
-        opt(d.p50),
-        opt(d.p99),
-        opt(d.max),
-    )
+/// A worker's line in the summary, when it has something of its own to
+/// say (a drop, a stall): the per-worker counts of a run that went well
+/// are in run.json, not on the console.
+fn worker_line(w: &crate::evidence::results::WorkerEntry) -> Option<String> {
+    let c: &Counts = &w.counts;
+    let mut parts = Vec::new();
+    if c.dropped_interrupts > 0 {
+        parts.push(format!(
+            "{} dropped in {} overflows",
+            c.dropped_interrupts, c.accounted_overflows
+        ));
+    }
+    if let Some(st) = &w.stalled {
+        parts.push(format!("stalled: {st}"));
+    }
+    (!parts.is_empty()).then(|| format!("worker {}: {}", w.worker, parts.join("; ")))
 }
 
-/// The end-of-run summary.
-pub fn summary(r: &RunResults) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}  delta min/median/p99/max",
-        "", "signals", "samples", "dropped", "ambig.", "late>=P", "moves", "migrated"
-    );
-    for w in &r.workers {
-        let _ = writeln!(
-            s,
-            "{}",
-            counts_row(&format!("worker {}", w.worker), &w.counts)
-        );
-        if let Some(st) = &w.stalled {
-            let _ = writeln!(s, "         stalled: {st}");
-        }
-    }
-    let _ = writeln!(s, "{}", counts_row("total", &r.totals));
-    let t = &r.totals;
+/// Where every overflow and every signal went, in two lines (`pmustress
+/// replay DIR` prints the whole accounting).
+fn where_they_went(t: &Counts, elapsed_ns: u64) -> String {
     let i = &t.interrupts;
     let d = &t.deliveries;
-    if !t.anomalies.is_empty() {
-        let _ = writeln!(s, "anomalies by kind:");
-        // In the judge's order of kinds, with what each means.
-        for kind in AnomalyKind::ALL {
-            if let Some(n) = t.anomalies.get(kind.name()) {
-                let _ = writeln!(s, "  {kind:<22} {n:>8}: {}", kind.advice());
-            }
-        }
+    let mut s = format!(
+        "overflows: {} = {} interrupts ({} late, {} a period or more late) + {} dropped",
+        i.overflows, i.samples, i.late, i.rebased_in_handler, i.dropped
+    );
+    if i.injected > 0 {
+        let _ = write!(s, " ({} injected)", i.injected);
     }
-    let implied = match t.implied_overflows {
-        Some(n) if n == t.accounted_overflows => {
-            format!("; the final counts imply {n}, as they should")
+    let _ = write!(
+        s,
+        " + {} ambiguous + {} in ring gaps, in {:.2} s",
+        i.ambiguous,
+        i.record_lost,
+        elapsed_ns as f64 / 1e9
+    );
+    if i.count_wraps > 0 {
+        let _ = write!(s, "; {} count wraps", i.count_wraps);
+    }
+    match t.implied_overflows {
+        Some(n) if n != t.accounted_overflows => {
+            let _ = write!(s, "; the final counts imply {n}: MISMATCH");
         }
-        Some(n) => format!("; the final counts imply {n}: MISMATCH"),
-        None => String::new(),
-    };
-    s.push_str(&accounting(i, d, &implied));
+        _ => {}
+    }
+    let _ = writeln!(
+        s,
+        "\nsignals: {} ({} late, {} without a sample record), {} coalesced, {} SIGIO, {} unmatched; throttled {}",
+        d.signals, d.late, d.unrecorded, d.coalesced, d.sigio, d.unmatched, i.throttled
+    );
+    s
+}
+
+/// The end-of-run summary, every line at most `WIDTH` columns: the
+/// answers (lost and spurious interrupts with their intervals), workers
+/// with something of their own to say, where every overflow and signal
+/// went, the stress, the anomalies by kind (each once, with what it
+/// means), warnings, and the verdict.
+pub fn summary(r: &RunResults) -> String {
+    let mut s = String::new();
+    let t = &r.totals;
+    crate::evidence::report::answers_text(&mut s, t);
+    for line in r.workers.iter().filter_map(worker_line) {
+        let _ = writeln!(s, "{line}");
+    }
+    s.push_str(&where_they_went(t, r.elapsed_ns));
     let l = &t.interrupt_latency;
     if let (Some(p50), Some(p99), Some(p999), Some(max)) = (l.p50, l.p99, l.p999, l.max) {
         let _ = writeln!(
             s,
-            "interrupt latency (periods past the due point): p50 {p50:.4}, p99 {p99:.4}, p99.9 {p999:.4}, max {max:.4} over {} interrupts",
-            l.count
+            "interrupt latency (periods past the due point): p50 {p50:.4}, p99 {p99:.4}, p99.9 {p999:.4}, max {max:.4}"
         );
     }
-    if let Some(rate) = &t.dropped_rate
-        && let (Some(pm), Some(lo), Some(hi)) = (
-            rate.per_million,
-            rate.ci_low_per_million,
-            rate.ci_high_per_million,
-        )
-    {
-        let _ = writeln!(
-            s,
-            "dropped rate: {pm:.3} per million overflows (95% CI {lo:.3} .. {hi:.3}, {}; {} of {})",
-            rate.method, rate.events, rate.trials
-        );
-    }
-    let secs = r.elapsed_ns as f64 / 1e9;
-    let _ = writeln!(
-        s,
-        "rates: {:.0} interrupts/s, {:.0} migrations/s requested, {} CPU changes seen between signals, over {secs:.2} s",
-        t.signals as f64 / secs.max(1e-9),
-        t.migrations_requested as f64 / secs.max(1e-9),
-        t.cpu_changes
-    );
     if let (Some(x), Some(t)) = (&r.stress, &r.totals.stress) {
         let _ = writeln!(s, "stress: {}", x.describe(t));
+    }
+    if !t.anomalies.is_empty() {
+        // Each kind once: what the verdict turns on with what it means,
+        // the rest by count (anomalies.csv has every one).
+        let mut quiet = Vec::new();
+        for kind in AnomalyKind::ALL {
+            if let Some(n) = t.anomalies.get(kind.name()) {
+                if gets_a_line(kind) {
+                    let _ = writeln!(s, "{kind}: {n} windows: {}", kind.advice());
+                } else {
+                    quiet.push(format!("{kind} {n}"));
+                }
+            }
+        }
+        if !quiet.is_empty() {
+            let _ = writeln!(
+                s,
+                "other anomalies (none changes the verdict; all in anomalies.csv): {}",
+                quiet.join(", ")
+            );
+        }
     }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
@@ -374,7 +472,7 @@ pub fn summary(r: &RunResults) -> String {
         Verdict::Incomplete => "incomplete: no verdict".to_string(),
     };
     let _ = writeln!(s, "verdict: {verdict} (exit {})", r.exit_status);
-    s
+    fit(&s)
 }
 
 #[cfg(test)]
@@ -399,6 +497,40 @@ mod tests {
             injected: 0,
             interrupt_gap: Some(20_003),
         }
+    }
+
+    /// The live line says how far the run is: the time of the total, and
+    /// in bisect mode the overflows and stops of those needed.
+    #[test]
+    fn the_progress_line_counts_towards_the_goal() {
+        let p = Progress {
+            elapsed_ns: 3_100_000_000,
+            signals: 31_000,
+            anomalies: 2,
+            dropped: 0,
+            moves: 3_100,
+            overflows: 31_000,
+            stops: 620,
+        };
+        let timed = Goal {
+            seconds: Some(10.0),
+            ..Goal::default()
+        };
+        assert_eq!(
+            progress_line(&p, &timed),
+            "3.1s of 10s  10000 interrupts/s  200 stops/s  1000 moves/s  2 anomalies  0 dropped"
+        );
+        let bisect = Goal {
+            seconds: None,
+            overflows: Some(46_050),
+            stops: Some(4_603),
+        };
+        let line = progress_line(&p, &bisect);
+        assert!(
+            line.starts_with("3.1s  overflows 31000/46050  stops 620/4603  "),
+            "{line}"
+        );
+        assert!(line.len() <= WIDTH, "{line}");
     }
 
     #[test]

@@ -55,7 +55,10 @@ fn piece(
 pub fn man_page(out: &mut dyn Write) -> io::Result<()> {
     let mut cmd = Cli::command();
     cmd.build();
-    let top = Man::new(cmd.clone());
+    // The footer centres the source between the date and the page name:
+    // the version's 40-digit commit ran into "pmustress(1)" there. The
+    // commit stays in the VERSION section.
+    let top = Man::new(cmd.clone()).source(format!("pmustress {}", env!("CARGO_PKG_VERSION")));
     let mut page = String::new();
     for line in PREAMBLE {
         page.push_str(line);
@@ -120,6 +123,15 @@ mod tests {
             assert!(text.contains(heading), "{heading}");
         }
         assert_eq!(text.matches(".TH ").count(), 1);
+        let th = text.lines().find(|l| l.starts_with(".TH ")).unwrap();
+        assert_eq!(
+            th,
+            format!(
+                ".TH pmustress 1  \"pmustress {}\" ",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        assert!(text.contains("\n.SH VERSION\n"), "the commit is said there");
         // Each command's own SYNOPSIS/DESCRIPTION/OPTIONS headings are gone.
         assert_eq!(text.matches(".SH SYNOPSIS").count(), 1);
         assert_eq!(text.matches(".SH OPTIONS").count(), 1);

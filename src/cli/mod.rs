@@ -36,7 +36,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run workers that count an event with an overflow period, migrate them,
-    /// and classify every delta between overflow signals.
+    /// and judge every overflow from the kernel's records: was its interrupt
+    /// taken, late, or never (dropped)?
     Run(Box<RunArgs>),
     /// Print the machine fingerprint, pseudo-NMI verdict first.
     Env(EnvArgs),
@@ -227,6 +228,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE", value_enum, default_value_t = MigrateMode::PingPong)]
     pub migrate: MigrateMode,
 
+    /// Seed of --migrate random's choices: recorded in run.json, and the
+    /// report's reproduce line gives it, so a rerun draws the same
+    /// sequence of CPUs. [default: from the clock]
+    #[arg(long, value_name = "N", value_parser = parse_seed)]
+    pub seed: Option<u64>,
+
     /// Pause between migration rounds (0: back to back). [default: 50us on
     /// 2 CPUs, 0 on more]
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_interval)]
@@ -248,7 +255,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Stop each worker after this many overflow signals.
+    /// Stop each worker at its Nth overflow signal (counted in its signal
+    /// handler, which disables the event there). A verdict needs at least
+    /// 299 overflows and 299 witnessed stops in all (enough to bound the
+    /// dropped rate below 1% at 95% confidence); fewer is inconclusive
+    /// (exit 125).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
     pub interrupts: Option<u64>,
 
@@ -351,6 +362,15 @@ fn parse_out(s: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(s))
 }
 
+fn parse_seed(s: &str) -> Result<u64, String> {
+    s.parse::<u64>().map_err(|_| {
+        format!(
+            "expected a whole number from 0 to {} (e.g. 42), got {s:?}",
+            u64::MAX
+        )
+    })
+}
+
 fn parse_lines(s: &str) -> Result<u64, String> {
     s.parse::<u64>().map_err(|_| {
         format!("expected a whole number of lines (e.g. 50, or 0 for none), got {s:?}")
@@ -436,7 +456,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// The one line printed for a command line clap rejects: clap's first line
 /// names the flag and the problem; the accepted values of an enum flag are on
 /// a later line, so they are appended.
-pub fn usage_line(e: &clap::Error) -> String {
+pub fn usage_line<S: AsRef<std::ffi::OsStr>>(e: &clap::Error, argv: &[S]) -> String {
     use clap::error::{ContextKind, ContextValue};
     let text = e.render().to_string();
     let mut line = text
@@ -457,8 +477,72 @@ pub fn usage_line(e: &clap::Error) -> String {
     {
         line.push_str(&format!(" (expected one of: {})", values.join(", ")));
     }
-    line.push_str(" (see pmustress --help)");
+    // clap's "a similar argument exists" is on a later line: said here.
+    let mut similar = Vec::new();
+    for kind in [
+        ContextKind::SuggestedArg,
+        ContextKind::SuggestedSubcommand,
+        ContextKind::SuggestedValue,
+    ] {
+        match e.get(kind) {
+            Some(ContextValue::String(s)) => similar.push(s.clone()),
+            Some(ContextValue::Strings(v)) => similar.extend(v.iter().cloned()),
+            _ => {}
+        }
+    }
+    // clap's own similarity misses a dropped letter in a short name
+    // ("rn"): one edit away is suggested too.
+    if similar.is_empty()
+        && let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand)
+    {
+        use clap::CommandFactory as _;
+        similar.extend(
+            Cli::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .filter(|name| edit_distance(name, typed) == 1),
+        );
+    }
+    if !similar.is_empty() {
+        line.push_str(&format!(" (did you mean '{}'?)", similar.join("' or '")));
+    }
+    line.push_str(&help_hint(subcommand_of(argv).as_deref()));
     line
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions of chars).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The subcommand the command line names (`argv[1]`), if it is one.
+fn subcommand_of<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> Option<String> {
+    use clap::CommandFactory as _;
+    let word = argv.get(1)?.as_ref().to_str()?;
+    Cli::command()
+        .find_subcommand(word)
+        .map(|c| c.get_name().to_string())
+}
+
+/// " (see pmustress run --help)": the help of the command that was given.
+fn help_hint(subcommand: Option<&str>) -> String {
+    match subcommand {
+        Some(sub) => format!(" (see pmustress {sub} --help)"),
+        None => " (see pmustress --help)".to_string(),
+    }
 }
 
 /// The line for an argument that is not UTF-8 (clap's says only "invalid
@@ -475,6 +559,8 @@ pub fn invalid_utf8_line(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option
         .skip(1)
         .find(|(_, a)| a.to_str().is_none())?;
     let text = format!("{:?}", std::ffi::OsStr::new(bad));
+    let cmd = Cli::command();
+    let sub_name = subcommand_of(argv);
     // --flag=VALUE
     let lossy = bad.to_string_lossy();
     if let Some((flag, _)) = lossy.split_once('=')
@@ -482,11 +568,11 @@ pub fn invalid_utf8_line(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option
         && !flag.contains('\u{fffd}')
     {
         return Some(format!(
-            "error: invalid UTF-8 in the value of '{flag}': {text}; expected UTF-8 text (see pmustress --help)"
+            "error: invalid UTF-8 in the value of '{flag}': {text}; expected UTF-8 text{}",
+            help_hint(sub_name.as_deref())
         ));
     }
     // --flag VALUE, when that flag takes a value.
-    let cmd = Cli::command();
     let sub = argv
         .get(1)
         .and_then(|s| s.to_str())
@@ -504,14 +590,13 @@ pub fn invalid_utf8_line(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option
             named && a.get_action().takes_values()
         })
     });
+    let hint = help_hint(sub_name.as_deref());
     Some(if takes_value {
         format!(
-            "error: invalid UTF-8 in the value of '{previous}': {text}; expected UTF-8 text (see pmustress --help)"
+            "error: invalid UTF-8 in the value of '{previous}': {text}; expected UTF-8 text{hint}"
         )
     } else {
-        format!(
-            "error: invalid UTF-8 in argument {i}: {text}; expected UTF-8 text (see pmustress --help)"
-        )
+        format!("error: invalid UTF-8 in argument {i}: {text}; expected UTF-8 text{hint}")
     })
 }
 
@@ -548,13 +633,29 @@ mod tests {
 
     #[test]
     fn enum_errors_say_the_accepted_values_on_one_line() {
-        let e = Cli::try_parse_from(["pmustress", "run", "--migrate", "sideways"]).unwrap_err();
+        let argv = ["pmustress", "run", "--migrate", "sideways"];
+        let e = Cli::try_parse_from(argv).unwrap_err();
         assert_eq!(
-            usage_line(&e),
-            "error: invalid value 'sideways' for '--migrate <MODE>' (expected one of: none, ping-pong, round-robin, random) (see pmustress --help)"
+            usage_line(&e, &argv),
+            "error: invalid value 'sideways' for '--migrate <MODE>' (expected one of: none, ping-pong, round-robin, random) (see pmustress run --help)"
         );
-        let e = Cli::try_parse_from(["pmustress", "run", "--period", "0"]).unwrap_err();
-        assert!(!usage_line(&e).contains("one of"));
+        let argv = ["pmustress", "run", "--evnt", "x"];
+        let e = Cli::try_parse_from(argv).unwrap_err();
+        assert_eq!(
+            usage_line(&e, &argv),
+            "error: unexpected argument '--evnt' found (did you mean '--event'?) (see pmustress run --help)"
+        );
+        let argv = ["pmustress", "rn"];
+        let e = Cli::try_parse_from(argv).unwrap_err();
+        assert_eq!(
+            usage_line(&e, &argv),
+            "error: unrecognized subcommand 'rn' (did you mean 'run'?) (see pmustress --help)"
+        );
+        let argv = ["pmustress", "run", "--period", "0"];
+        let e = Cli::try_parse_from(argv).unwrap_err();
+        assert!(!usage_line(&e, &argv).contains("one of"));
+        assert_eq!(edit_distance("rn", "run"), 1);
+        assert_eq!(edit_distance("report", "run"), 5);
     }
 
     #[test]

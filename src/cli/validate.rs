@@ -159,12 +159,57 @@ impl Bisect {
     }
 }
 
+/// A run this machine cannot do (125), with the configuration it would
+/// have had, so the refusal can be recorded in a results directory like
+/// any run that could not start.
+#[derive(Debug)]
+pub struct Refused {
+    pub error: ConfigError,
+    /// None for a usage error (2): nothing is written for those.
+    pub config: Option<Box<RunConfig>>,
+}
+
 impl RunConfig {
     /// `allowed` is the set of CPUs this process may use.
     pub fn from_args(
         args: &RunArgs,
         allowed: &[usize],
         platform: &Platform,
+    ) -> Result<RunConfig, ConfigError> {
+        RunConfig::from_args_or_refused(args, allowed, platform).map_err(|r| r.error)
+    }
+
+    /// As `from_args`; a machine that cannot run it (no PMU for the
+    /// event, one CPU to migrate on) also gives the configuration, its
+    /// event unresolved.
+    pub fn from_args_or_refused(
+        args: &RunArgs,
+        allowed: &[usize],
+        platform: &Platform,
+    ) -> Result<RunConfig, Refused> {
+        let mut refusal = None;
+        let cfg =
+            RunConfig::build(args, allowed, platform, &mut refusal).map_err(|error| Refused {
+                error,
+                config: None,
+            })?;
+        match refusal {
+            Some(why) => Err(Refused {
+                error: ConfigError::CannotTest(why),
+                config: Some(Box::new(cfg)),
+            }),
+            None => Ok(cfg),
+        }
+    }
+
+    /// The configuration, or the first usage error; what this machine
+    /// cannot do goes to `refusal` (the first reason) and the event is
+    /// then left unresolved.
+    fn build(
+        args: &RunArgs,
+        allowed: &[usize],
+        platform: &Platform,
+        refusal: &mut Option<String>,
     ) -> Result<RunConfig, ConfigError> {
         let cpus = match &args.cpus {
             None => allowed.to_vec(),
@@ -192,7 +237,7 @@ impl RunConfig {
             return Err(usage(
                 "--migrate",
                 format!(
-                    "migrating needs at least 2 CPUs in --cpus (got {}); use --migrate none",
+                    "migrating needs at least 2 CPUs in --cpus (got only CPU {}); use --migrate none",
                     format_cpus(&cpus)
                 ),
             ));
@@ -237,13 +282,18 @@ impl RunConfig {
         // Only now what this machine can do (125): every usage error (2)
         // is found first, before any event is looked up or opened.
         if too_few_to_migrate {
-            return Err(ConfigError::CannotTest(format!(
+            *refusal = Some(format!(
                 "migrating needs at least 2 CPUs, and this process may use only CPU {} (taskset, a cpuset, or CPUs offline); run where 2 CPUs are available, or give --migrate none to run without moving",
                 format_cpus(&cpus)
-            )));
+            ));
         }
-        let event =
-            event::resolve(spec, platform, &cpus).map_err(|e| ConfigError::CannotTest(e.0))?;
+        let event = match event::resolve(spec, platform, &cpus) {
+            Ok(event) => event,
+            Err(e) => {
+                refusal.get_or_insert(e.0);
+                event::ResolvedEvent::unresolved(spec)
+            }
+        };
         let (skid, skid_source) = match (args.skid, event.default_skid) {
             (Some(s), _) => (s, "--skid".to_string()),
             (None, Some(s)) => (
@@ -253,6 +303,7 @@ impl RunConfig {
                     event.core.as_deref().unwrap_or("unknown CPU")
                 ),
             ),
+            (None, None) if refusal.is_some() => (period / 4, "period/4 (unresolved)".to_string()),
             (None, None) => (period / 4, "period/4 (software clock)".to_string()),
         };
         if skid >= period {
@@ -290,7 +341,9 @@ impl RunConfig {
             migrate: args.migrate,
             migrate_interval_ns,
             move_running_only: args.move_which.unwrap_or(stress.move_which) == MoveWhich::Running,
-            migrate_seed: crate::engine::kernel::monotonic_ns(),
+            migrate_seed: args
+                .seed
+                .unwrap_or_else(crate::engine::kernel::monotonic_ns),
             duration_ns: duration.map(|d| nanos("--duration", d)).transpose()?,
             interrupts_per_worker: args.interrupts,
             stop_after_anomalies: args.stop_after_anomalies,

@@ -146,6 +146,25 @@ pub struct ResolvedEvent {
     pub pmu: Option<String>,
 }
 
+impl ResolvedEvent {
+    /// An event this machine cannot count, as a refused run records it:
+    /// the spec as asked, no encoding.
+    pub fn unresolved(spec: EventSpec) -> ResolvedEvent {
+        ResolvedEvent {
+            description: format!("{spec} (not available here)"),
+            software: spec.is_software(),
+            spec,
+            type_id: u32::MAX,
+            config: 0,
+            core: None,
+            default_skid: None,
+            default_interrupt_skid: None,
+            skid_unbounded: false,
+            pmu: None,
+        }
+    }
+}
+
 /// Why this machine cannot run the requested event (exit 125).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -98,6 +98,12 @@ pub struct Slot {
     /// Set by the watchdog before its DISABLE: the handler must leave the
     /// event disabled (`hold_disabled`).
     held: AtomicBool,
+    /// `--interrupts`: the handler disables the event at this many
+    /// overflow signals (0: no limit), so a run stops where asked rather
+    /// than where the controller, judging behind its drains, sees it.
+    budget: u64,
+    /// Overflow signals this handler has recorded.
+    delivered: AtomicU64,
     ring: Ring<4>,
 }
 
@@ -110,8 +116,23 @@ impl Slot {
             thread: kernel::current_thread(),
             rearm_period,
             held: AtomicBool::new(false),
+            budget: 0,
+            delivered: AtomicU64::new(0),
             ring: Ring::with_capacity(capacity),
         }
+    }
+
+    /// The same slot, its event disabled by the handler at the `budget`th
+    /// overflow signal (0: never).
+    pub fn with_budget(mut self, budget: u64) -> Slot {
+        self.budget = budget;
+        self
+    }
+
+    /// Whether the handler has recorded its budget of overflow signals
+    /// (and disabled the event).
+    pub fn spent(&self) -> bool {
+        self.budget != 0 && self.delivered.load(Ordering::Acquire) >= self.budget
     }
 
     /// The watchdog is about to disable the event from another thread: a
@@ -343,6 +364,15 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         at_stop = k.disarm(event, slot.rearm_period).ok().flatten();
         time_ns = k.now_ns();
     }
+    // The budget's last signal: no further overflow may come, so the
+    // event stays disabled (in reset mode past the re-arm below, as for
+    // the watchdog).
+    let spent = delivery == Delivery::Overflow
+        && slot.budget != 0
+        && slot.delivered.load(Ordering::Relaxed) + 1 >= slot.budget;
+    if spent {
+        slot.held.store(true, Ordering::SeqCst);
+    }
     slot.push(SignalRecord {
         value,
         time_ns,
@@ -351,6 +381,14 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
         delivery,
         at_stop,
     });
+    if delivery == Delivery::Overflow {
+        // Only this thread writes it: a load and a store, no RMW needed.
+        let n = slot.delivered.load(Ordering::Relaxed) + 1;
+        slot.delivered.store(n, Ordering::Release);
+    }
+    if spent && !rearm {
+        let _ = k.disable(event);
+    }
     if rearm {
         // Enabled only once the record is pushed: no record of the new
         // count can reach the controller before it (or it would judge

@@ -123,6 +123,9 @@ pub struct WorkerConfig {
     pub witness: SwitchWitness,
     pub first_cpu: usize,
     pub rearm_period: u64,
+    /// `--interrupts`: overflow signals after which the handler disables
+    /// the event and the worker stops (0: no limit).
+    pub signal_budget: u64,
 }
 
 /// The thread body. Setup errors go to the controller through `ready`.
@@ -161,12 +164,15 @@ pub fn run<K: Kernel>(
             witness: witness.as_ref().map(id).transpose()?,
             resume: resume.as_ref().map(id).transpose()?,
         };
-        let slot = Arc::new(Slot::new(
-            event.as_raw_fd(),
-            tid,
-            spec.rearm_period,
-            SIGNAL_RING_RECORDS,
-        ));
+        let slot = Arc::new(
+            Slot::new(
+                event.as_raw_fd(),
+                tid,
+                spec.rearm_period,
+                SIGNAL_RING_RECORDS,
+            )
+            .with_budget(spec.signal_budget),
+        );
         Ok(Setup {
             event,
             _witness: witness,
@@ -222,7 +228,7 @@ pub fn run<K: Kernel>(
     let (ring, ring_data_size) = ring;
     let _ = ready.send(Ok(Ready {
         index: shared.index,
-        slot,
+        slot: Arc::clone(&slot),
         ring,
         ids,
         witness: kind,
@@ -240,7 +246,7 @@ pub fn run<K: Kernel>(
         .and_then(|()| kernel.enable(fd));
     match started {
         Ok(()) if stall_for_test => stall(&shared),
-        Ok(()) => spin(&kernel, &shared),
+        Ok(()) => spin(&kernel, &shared, &slot),
         Err(_) => {}
     }
     // Pending overflow signals are delivered on the way out of this syscall,
@@ -367,13 +373,18 @@ fn map_ring<K: Kernel>(kernel: &K, event: &K::Event) -> std::io::Result<MappedRi
 }
 
 /// The workload: conditional branches, nothing else, until told to stop.
-fn spin<K: Kernel>(kernel: &K, shared: &WorkerControl) {
+fn spin<K: Kernel>(kernel: &K, shared: &WorkerControl, slot: &Slot) {
     let mut acc = 0u64;
     loop {
         // Nothing on the real kernel, which preempts the loop anywhere; a
         // fake kernel runs one round per tick of its clock.
         kernel.sleep(Duration::ZERO, &shared.stop);
         if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // Its --interrupts are in: the handler has disabled the event.
+        if slot.spent() {
+            shared.stop.store(true, Ordering::Release);
             break;
         }
         for i in 0..1024u64 {

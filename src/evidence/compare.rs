@@ -1,11 +1,19 @@
 /*!
 `pmustress compare A B`: two groups of runs summed, their dropped rates with
-exact intervals, and whether they differ (an exact test).
+exact intervals, and whether they differ (an exact test), as text, markdown
+or JSON. A ratio means something only between like and like: the
+comparison warns when the sides ran different settings, when a side holds
+an interrupted or injected run, and when A and B are the same runs.
 */
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::domain::OutputFormat;
 
 use crate::evidence::loaded_run::LoadedRun;
 use crate::evidence::report::{rate_cells, wrap_into};
@@ -21,6 +29,42 @@ pub struct Group {
     /// Witnessed stops, where every run counted them.
     pub stops: Option<u64>,
     pub injected: bool,
+    /// Runs stopped by a signal: counted, but cut short.
+    pub interrupted: usize,
+    /// Each setting that decides how hard a run presses (event, period,
+    /// mode, workers, migration, witness...), and the values its runs had.
+    pub settings: BTreeMap<&'static str, BTreeSet<String>>,
+    /// The runs' directories, resolved (to find A and B sharing runs).
+    pub dirs: Vec<PathBuf>,
+}
+
+/// A setting's value as run.json spells it ("ping-pong", "free").
+fn spelled<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_string(),
+    }
+}
+
+/// The settings of one run that a comparison must hold equal.
+fn settings_of(r: &LoadedRun) -> Vec<(&'static str, String)> {
+    let c = r.run.config();
+    vec![
+        ("event", c.event.description.clone()),
+        ("period", c.period.to_string()),
+        ("mode", spelled(&c.mode)),
+        ("workers", c.workers.to_string()),
+        ("CPUs", c.cpus.len().to_string()),
+        ("migrate", spelled(&c.migrate)),
+        (
+            "migrate interval",
+            format!("{} us", c.migrate_interval_ns / 1000),
+        ),
+        ("migrators", c.migrators.to_string()),
+        ("switch witness", spelled(&c.switch_witness)),
+        ("include kernel", c.include_kernel.to_string()),
+    ]
 }
 
 impl Group {
@@ -41,28 +85,119 @@ impl Group {
                 .map(LoadedRun::stops)
                 .try_fold(0u64, |sum, s| sum.checked_add(s?)),
             injected: runs.iter().any(|r| r.run.is_self_test()),
+            interrupted: runs
+                .iter()
+                .filter(|r| r.run.verdict() == crate::evidence::results::Verdict::Interrupted)
+                .count(),
+            settings: {
+                let mut m: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
+                for r in runs {
+                    for (k, v) in settings_of(r) {
+                        m.entry(k).or_default().insert(v);
+                    }
+                }
+                m
+            },
+            dirs: runs
+                .iter()
+                .map(|r| std::fs::canonicalize(&r.dir).unwrap_or_else(|_| r.dir.clone()))
+                .collect(),
             label,
         })
     }
 }
 
-pub fn compare(a: &Group, b: &Group) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<10} {:>5} {:>12} {:>8} {:>11} {:>20}",
-        "", "runs", "overflows", "dropped", "per million", "95% CI"
-    );
+/// What a reader of the ratio must know: settings that differ between the
+/// sides, runs cut short or injected, runs on both sides.
+pub fn warnings(a: &Group, b: &Group) -> Vec<String> {
+    let mut w = Vec::new();
+    let shared = a.dirs.iter().filter(|d| b.dirs.contains(d)).count();
+    if shared > 0 {
+        w.push(if shared == a.dirs.len() && shared == b.dirs.len() {
+            "A and B are the same runs: the comparison says nothing".to_string()
+        } else {
+            format!("{shared} runs are on both sides: the sides are not independent")
+        });
+    }
+    for (key, va) in &a.settings {
+        let vb = b.settings.get(key);
+        if vb != Some(va) {
+            let list = |v: Option<&BTreeSet<String>>| {
+                v.map_or("?".to_string(), |v| {
+                    v.iter().cloned().collect::<Vec<_>>().join(" and ")
+                })
+            };
+            w.push(format!(
+                "different {key}: A {}, B {}",
+                list(Some(va)),
+                list(vb)
+            ));
+        }
+    }
     for (name, g) in [("A", a), ("B", b)] {
-        let (pm, ci) = rate_cells(g.overflows, g.dropped);
+        if g.interrupted > 0 {
+            w.push(format!(
+                "{name} holds {} interrupted {} (stopped by a signal, cut short)",
+                g.interrupted,
+                if g.interrupted == 1 { "run" } else { "runs" }
+            ));
+        }
+        if g.injected {
+            w.push(format!(
+                "{name} holds injected self-test runs: their drops were made on purpose"
+            ));
+        }
+    }
+    w
+}
+
+/// The comparison as text (at most 72 columns) or a markdown table.
+pub fn compare(a: &Group, b: &Group, format: OutputFormat) -> String {
+    let md = format == OutputFormat::Markdown;
+    let mut s = String::new();
+    let warned = warnings(a, b);
+    for w in &warned {
+        if md {
+            let _ = writeln!(s, "- **warning**: {w}");
+        } else {
+            wrap_into(&mut s, &format!("warning: {w}"), "");
+        }
+    }
+    if md && !warned.is_empty() {
+        let _ = writeln!(s);
+    }
+    if md {
+        let _ = writeln!(s, "| | runs | overflows | dropped | per million | 95% CI |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    } else {
         let _ = writeln!(
             s,
-            "{name:<10} {:>5} {:>12} {:>8} {pm:>11} {ci:>20}",
-            g.runs, g.overflows, g.dropped
+            "{:<10} {:>5} {:>12} {:>8} {:>11} {:>20}",
+            "", "runs", "overflows", "dropped", "per million", "95% CI"
         );
     }
-    wrap_into(&mut s, &format!("A: {}", a.label), "");
-    wrap_into(&mut s, &format!("B: {}", b.label), "");
+    for (name, g) in [("A", a), ("B", b)] {
+        let (pm, ci) = rate_cells(g.overflows, g.dropped);
+        if md {
+            let _ = writeln!(
+                s,
+                "| {name} | {} | {} | {} | {pm} | {ci} |",
+                g.runs, g.overflows, g.dropped
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{name:<10} {:>5} {:>12} {:>8} {pm:>11} {ci:>20}",
+                g.runs, g.overflows, g.dropped
+            );
+        }
+    }
+    if md {
+        let _ = writeln!(s);
+    }
+    let item = if md { "- " } else { "" };
+    wrap_into(&mut s, &format!("A: {}", a.label), item);
+    wrap_into(&mut s, &format!("B: {}", b.label), item);
     let ra = a.dropped as f64 / a.overflows.max(1) as f64;
     let rb = b.dropped as f64 / b.overflows.max(1) as f64;
     let ratio = if rb > 0.0 {
@@ -72,7 +207,7 @@ pub fn compare(a: &Group, b: &Group) -> String {
     } else {
         "undefined (no drops in either)".to_string()
     };
-    let _ = writeln!(s, "rate ratio A/B: {ratio}");
+    wrap_into(&mut s, &format!("rate ratio A/B: {ratio}"), item);
     match rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows) {
         Some(p) => {
             let verdict = if p < 0.05 {
@@ -83,40 +218,47 @@ pub fn compare(a: &Group, b: &Group) -> String {
             wrap_into(
                 &mut s,
                 &format!("exact conditional binomial test, two-sided: p = {p:.3e}: {verdict}"),
-                "",
+                item,
             );
         }
-        None => {
-            let _ = writeln!(s, "no test: a side has no overflows");
-        }
+        None => wrap_into(&mut s, "no test: a side has no overflows", item),
     }
     // The loss happens at stops: the same comparison per stop, where both
     // sides counted them (a side that stopped its threads more often
     // would lose more per overflow on the same kernel).
     if let (Some(sa), Some(sb)) = (a.stops, b.stops) {
-        let _ = writeln!(
-            s,
-            "{:<10} {:>12} {:>8} {:>11} {:>20}",
-            "per stop", "stops", "dropped", "per million", "95% CI"
-        );
-        for (name, g, stops) in [("A", a, sa), ("B", b, sb)] {
-            let (pm, ci) = rate_cells(stops, g.dropped);
+        if md {
+            let _ = writeln!(s, "\n| per stop | stops | dropped | per million | 95% CI |");
+            let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+        } else {
             let _ = writeln!(
                 s,
-                "{name:<10} {stops:>12} {:>8} {pm:>11} {ci:>20}",
-                g.dropped
+                "{:<10} {:>12} {:>8} {:>11} {:>20}",
+                "per stop", "stops", "dropped", "per million", "95% CI"
             );
+        }
+        for (name, g, stops) in [("A", a, sa), ("B", b, sb)] {
+            let (pm, ci) = rate_cells(stops, g.dropped);
+            if md {
+                let _ = writeln!(s, "| {name} | {stops} | {} | {pm} | {ci} |", g.dropped);
+            } else {
+                let _ = writeln!(
+                    s,
+                    "{name:<10} {stops:>12} {:>8} {pm:>11} {ci:>20}",
+                    g.dropped
+                );
+            }
+        }
+        if md {
+            let _ = writeln!(s);
         }
         if let Some(p) = rates_differ_p(a.dropped, sa, b.dropped, sb) {
             wrap_into(
                 &mut s,
                 &format!("per stop, exact conditional binomial test, two-sided: p = {p:.3e}"),
-                "",
+                item,
             );
         }
-    }
-    if a.injected || b.injected {
-        wrap_into(&mut s, "note: a side contains injected self-test runs", "");
     }
     s
 }

@@ -20,7 +20,6 @@ use serde::Serialize;
 
 use crate::domain::{CONFIDENCE, GroupBy, OutputFormat};
 use crate::evidence::loaded_run::LoadedRun;
-use crate::evidence::report::rate_cells;
 use crate::evidence::results::Verdict;
 use crate::evidence::runfile::verdict_name;
 use crate::judge::stats::Rate;
@@ -173,48 +172,79 @@ fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
     })
 }
 
-/// The grouped report as text or a markdown table (JSON is `Grouped`).
+/// The grouped report as text (at most 72 columns: a key too long for one
+/// row of the table gets a line of its own above its numbers) or a
+/// markdown table (JSON is `Grouped`).
 pub fn render(g: &Grouped, format: OutputFormat) -> String {
     let by = key_name(g.group_by);
     let mut s = String::new();
-    let width = g
-        .groups
-        .iter()
-        .map(|r| r.key.chars().count())
-        .chain([by.len()])
-        .max()
-        .unwrap_or(0);
+    let rate = |r: &GroupRow| crate::evidence::report::rate_short(r.overflows, r.dropped);
+    let numbers = |runs: &dyn std::fmt::Display,
+                   overflows: &dyn std::fmt::Display,
+                   dropped: &dyn std::fmt::Display,
+                   rate: &dyn std::fmt::Display,
+                   verdict: &dyn std::fmt::Display| {
+        format!("{runs:>4} {overflows:>11} {dropped:>7} {rate:<20} {verdict}")
+    };
     if format == OutputFormat::Markdown {
         let _ = writeln!(
             s,
-            "| {by} | runs | overflows | dropped | per million | 95% CI | verdict |"
+            "| {by} | runs | overflows | dropped | per million (95% CI) | verdict |"
         );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---|");
-    } else {
-        let _ = writeln!(
-            s,
-            "{by:<width$} {:>5} {:>12} {:>8} {:>11} {:>20}  verdict",
-            "runs", "overflows", "dropped", "per million", "95% CI"
-        );
-    }
-    for r in &g.groups {
-        let (pm, ci) = rate_cells(r.overflows, r.dropped);
-        if format == OutputFormat::Markdown {
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+        for r in &g.groups {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {pm} | {ci} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 r.key.replace('|', "\\|"),
                 r.runs,
                 r.overflows,
                 r.dropped,
+                rate(r),
                 r.verdict
             );
+        }
+    } else {
+        let width = g
+            .groups
+            .iter()
+            .map(|r| r.key.chars().count())
+            .chain([by.len()])
+            .max()
+            .unwrap_or(0);
+        let header = numbers(
+            &"runs",
+            &"overflows",
+            &"dropped",
+            &"per million (95% CI)",
+            &"verdict",
+        );
+        let rows: Vec<(String, String)> = g
+            .groups
+            .iter()
+            .map(|r| {
+                (
+                    r.key.clone(),
+                    numbers(&r.runs, &r.overflows, &r.dropped, &rate(r), &r.verdict),
+                )
+            })
+            .collect();
+        let one_line = rows
+            .iter()
+            .map(|(_, n)| n.chars().count())
+            .chain([header.chars().count()])
+            .all(|n| width + 1 + n <= crate::evidence::report::WIDTH);
+        if one_line {
+            let _ = writeln!(s, "{by:<width$} {header}");
+            for (key, n) in &rows {
+                let _ = writeln!(s, "{key:<width$} {n}");
+            }
         } else {
-            let _ = writeln!(
-                s,
-                "{:<width$} {:>5} {:>12} {:>8} {pm:>11} {ci:>20}  {}",
-                r.key, r.runs, r.overflows, r.dropped, r.verdict
-            );
+            let _ = writeln!(s, "{by}\n  {header}");
+            for (key, n) in &rows {
+                crate::evidence::report::wrap_into(&mut s, key, "");
+                let _ = writeln!(s, "  {n}");
+            }
         }
     }
     let mut notes = Vec::new();
@@ -223,14 +253,14 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
             .verdicts
             .iter()
             .filter(|(v, _)| !matches!(**v, "clean" | "dropped"))
-            .map(|(v, n)| format!("{n} {v}"))
+            .map(|(v, n)| match *v {
+                "interrupted" => format!("{n} interrupted (pooled as far as it ran)"),
+                "incomplete" => format!("{n} incomplete (not pooled: no counts)"),
+                _ => format!("{n} {v}"),
+            })
             .collect();
         if !other.is_empty() {
-            notes.push(format!(
-                "{}: {} (not pooled if unfinished)",
-                r.key,
-                other.join(", ")
-            ));
+            notes.push(format!("{}: {}", r.key, other.join(", ")));
         }
         if r.self_tests > 0 {
             notes.push(format!(
@@ -245,12 +275,11 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
         let _ = writeln!(s);
     }
     for n in notes {
-        let prefix = if format == OutputFormat::Markdown {
-            "- "
+        if format == OutputFormat::Markdown {
+            crate::evidence::report::wrap_into(&mut s, &n, "- ");
         } else {
-            "note: "
-        };
-        let _ = writeln!(s, "{prefix}{n}");
+            crate::evidence::report::wrap_into(&mut s, &format!("note: {n}"), "");
+        }
     }
     s
 }

@@ -157,6 +157,21 @@ impl LoadedRun {
             // The path the binary had on that machine says nothing here.
             *first = "pmustress".to_string();
         }
+        // Random moves come from a seed the clock picked: given here, a
+        // rerun draws the same CPUs.
+        let cfg = self.run.config();
+        let seeded = self
+            .run
+            .argv()
+            .iter()
+            .any(|a| a == "--seed" || a.starts_with("--seed="));
+        if cfg.migrate == crate::domain::MigrateMode::Random
+            && !seeded
+            && !self.run.argv().is_empty()
+        {
+            argv.push("--seed".to_string());
+            argv.push(cfg.migrate_seed.to_string());
+        }
         argv
     }
 }

@@ -117,6 +117,8 @@ pub struct RunPlot {
     /// Anomaly rows that could not be placed (no time or delta).
     pub unplaced: usize,
     pub elapsed_s: f64,
+    /// The time axis is the whole run (its start was recorded).
+    pub whole_run: bool,
     /// Witnessed stops by their count past the last due point, in
     /// twentieths of the period (None: the run did not count them).
     pub stop_positions: Option<[u64; POSITION_BINS]>,
@@ -172,6 +174,10 @@ impl RunPlot {
             migrations,
             unplaced,
             elapsed_s: r.run.elapsed_ns().unwrap_or(0) as f64 / 1e9,
+            whole_run: r
+                .run
+                .results()
+                .is_some_and(|x| x.started_monotonic_ns.is_some()),
             stop_positions: r
                 .run
                 .totals()
@@ -182,7 +188,10 @@ impl RunPlot {
 }
 
 /// Anomalies as points and their migrations as instants, both in seconds
-/// since the earliest of them.
+/// since the run began measuring (before that was recorded: since the
+/// earliest of them). An injected drop sits where a real one would, at
+/// the gap between the interrupts around it: its delta runs from the
+/// interrupt before to the one discarded, a period short of that.
 fn place_anomalies(r: &LoadedRun, run_period: u64) -> (Vec<Point>, Vec<f64>, usize) {
     // (time_ns, ratio, kind, migration time_ns)
     let mut raw = Vec::new();
@@ -194,14 +203,26 @@ fn place_anomalies(r: &LoadedRun, run_period: u64) -> (Vec<Point>, Vec<f64>, usi
             continue;
         }
         let moved = a.ns_since_migration.map(|s| a.time_ns.saturating_sub(s));
-        raw.push((a.time_ns, a.delta as f64 / p as f64, a.kind.clone(), moved));
+        let discarded = if a.interrupt_gap.is_some() {
+            a.injected as f64
+        } else {
+            // Before schema 2 the delta ran between signals: already the gap.
+            0.0
+        };
+        let ratio = a.delta as f64 / p as f64 + discarded;
+        raw.push((a.time_ns, ratio, a.kind.clone(), moved));
     }
-    let t0 = raw
+    let earliest = raw
         .iter()
         .flat_map(|(t, _, _, m)| [Some(*t), *m])
         .flatten()
         .min()
         .unwrap_or(0);
+    let t0 = r
+        .run
+        .results()
+        .and_then(|x| x.started_monotonic_ns)
+        .map_or(earliest, |s| s.min(earliest));
     let secs = |ns: u64| (ns - t0) as f64 / 1e9;
     let mut moves: Vec<u64> = raw.iter().filter_map(|(_, _, _, m)| *m).collect();
     moves.sort_unstable();
@@ -471,8 +492,10 @@ fn draw_histogram<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(p.max_multiple * 2 + 2)
-        .x_label_formatter(&|x| format!("{x}x"))
+        // Whole multiples only, at most a dozen: half-period labels of a
+        // long tail ran together ("9.5x10x10.5x11x").
+        .x_labels((p.max_multiple + 2).min(MAX_X_LABELS))
+        .x_label_formatter(&multiple_label)
         .x_desc(format!(
             "delta / period (bins of {width} period; last bin: {}x and above)",
             p.max_multiple
@@ -536,6 +559,19 @@ fn draw_histogram<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot
     Ok(())
 }
 
+/// The most tick labels on the histogram's axis.
+const MAX_X_LABELS: usize = 12;
+
+/// A tick of the delta/period axis: "3x" at a whole multiple, nothing
+/// between (plotters may put ticks at halves).
+fn multiple_label(x: &f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}x")
+    } else {
+        String::new()
+    }
+}
+
 fn draw_timeline<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot) -> Result<()> {
     if p.anomalies.is_empty() {
         let what = if p.unplaced > 0 {
@@ -545,11 +581,13 @@ fn draw_timeline<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot)
         };
         return no_data(area, &what);
     }
+    // The whole run when its start is known, else what the anomalies span.
     let t_max = p
         .anomalies
         .iter()
         .map(|a| a.t)
         .chain(p.migrations.iter().copied())
+        .chain(p.whole_run.then_some(p.elapsed_s))
         .fold(0.0, f64::max);
     let t_max = if t_max > 0.0 { t_max * 1.04 } else { 1.0 };
     let mut kinds: Vec<&str> = p.anomalies.iter().map(|a| a.kind.as_str()).collect();
@@ -575,10 +613,17 @@ fn draw_timeline<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &RunPlot)
         .configure_mesh()
         // Vertical grid lines would look like the migration marks.
         .disable_x_mesh()
-        .x_desc(format!(
-            "seconds (0: first anomaly or migration shown; the run lasted {:.2} s)",
-            p.elapsed_s
-        ))
+        .x_desc(if p.whole_run {
+            format!(
+                "seconds since the run began (it lasted {:.2} s)",
+                p.elapsed_s
+            )
+        } else {
+            format!(
+                "seconds (0: first anomaly or migration shown; the run lasted {:.2} s)",
+                p.elapsed_s
+            )
+        })
         .y_desc("delta / period")
         .y_label_formatter(&|y| format!("{y}x"))
         .label_style((FONT, 13))
@@ -685,6 +730,12 @@ mod tests {
         assert!(!p.migrations.is_empty());
         assert!(p.migrations.windows(2).all(|w| w[0] < w[1]));
         assert!((p.skid_ratio - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn histogram_ticks_are_whole_multiples() {
+        assert_eq!(multiple_label(&10.0), "10x");
+        assert_eq!(multiple_label(&9.5), "");
     }
 
     #[test]

@@ -54,11 +54,14 @@ fn reproduce_lines(out: &mut String, argv: &[String]) {
     let _ = writeln!(out, "{line}");
 }
 
-pub(super) fn wrap_into(out: &mut String, text: &str, indent: &str) {
+pub fn wrap_into(out: &mut String, text: &str, indent: &str) {
+    // Never at a hyphen: "--inject-drop-every" and "late-signal" are
+    // names; only a word longer than the line is broken.
     let opts = textwrap::Options::new(WIDTH)
         .initial_indent(indent)
         .subsequent_indent("    ")
-        .break_words(true);
+        .break_words(true)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
     for line in textwrap::wrap(text, opts) {
         let _ = writeln!(out, "{line}");
     }
@@ -94,7 +97,16 @@ fn machine_line(r: &LoadedRun) -> String {
             .and_then(Value::as_u64)
             .map(|m| format!(" MIDR {m:#010x}"))
             .unwrap_or_default();
-        parts.push(format!("CPUs {cpus}: {name}{midr}"));
+        // x86 names only the vendor's line ("AMD EPYC"): family and
+        // model say which generation, as /proc/cpuinfo numbers them.
+        let family_model = match (
+            c.pointer("/id/family").and_then(Value::as_u64),
+            c.pointer("/id/model").and_then(Value::as_u64),
+        ) {
+            (Some(f), Some(m)) => format!(" family {f} model {m}"),
+            _ => String::new(),
+        };
+        parts.push(format!("CPUs {cpus}: {name}{family_model}{midr}"));
     }
     parts.join(", ")
 }
@@ -187,10 +199,171 @@ pub(super) fn rate_cells(overflows: u64, dropped: u64) -> (String, String) {
     }
 }
 
+/// One answer to the questions a report is read for: how many of what,
+/// out of how many, as a rate with its exact interval.
+pub struct Answer {
+    pub label: &'static str,
+    pub events: u64,
+    pub trials: u64,
+    /// What `trials` counts ("overflows", "stops", ...).
+    pub of: &'static str,
+}
+
+/// The two questions maintainers ask of a lost-interrupt report, from a
+/// run's totals: how often overflows are lost (per overflow, and per stop,
+/// where the loss happens), and whether anything looks like a spurious or
+/// duplicate overflow interrupt (sample records that fit no driver
+/// behaviour; signals with no interrupt of their own). Rates come with
+/// exact (Clopper-Pearson) intervals, the drops' and the spurious ones'
+/// alike.
+pub fn answers(t: &crate::evidence::results::Counts) -> Vec<Answer> {
+    let mut rows = vec![Answer {
+        label: "dropped per overflow",
+        events: t.dropped_interrupts,
+        trials: t.accounted_overflows,
+        of: "overflows",
+    }];
+    if let Some(x) = &t.stress {
+        rows.push(Answer {
+            label: "dropped per stop",
+            events: t.dropped_interrupts,
+            trials: x.stops,
+            of: "stops",
+        });
+    }
+    // Schema 1 judged no interrupts or deliveries (they read as zero):
+    // rows of nothing are left out, not shown as "0 of 0".
+    rows.extend(
+        [
+            Answer {
+                label: "spurious interrupts",
+                events: t.interrupts.unexplained,
+                trials: t.interrupts.samples,
+                of: "interrupts",
+            },
+            Answer {
+                label: "unmatched signals",
+                events: t.deliveries.unmatched,
+                trials: t.deliveries.signals,
+                of: "signals",
+            },
+        ]
+        .into_iter()
+        .filter(|a| a.trials > 0),
+    );
+    rows
+}
+
+/// A rate per million in as many digits as it needs: 38781, 5.23, 0.042.
+fn per_million_short(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 1.0 || x == 0.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// "0.00 (0.00..1724)", or "-" without trials.
+fn answer_rate(a: &Answer) -> String {
+    rate_short(a.trials, a.events)
+}
+
+/// `events` per million `trials` with its exact 95% interval, in as many
+/// digits as each needs: "0.00 (0.00..1724)"; "-" without trials.
+pub(super) fn rate_short(trials: u64, events: u64) -> String {
+    let rate = Rate::new(events, trials, crate::domain::CONFIDENCE);
+    match (
+        rate.per_million,
+        rate.ci_low_per_million,
+        rate.ci_high_per_million,
+    ) {
+        (Some(pm), Some(lo), Some(hi)) => format!(
+            "{} ({}..{})",
+            per_million_short(pm),
+            per_million_short(lo),
+            per_million_short(hi)
+        ),
+        _ => "-".to_string(),
+    }
+}
+
+/// The answers as text lines of at most `WIDTH` columns: a heading, one
+/// aligned row each, and what "spurious" and "unmatched" mean.
+pub fn answers_text(out: &mut String, t: &crate::evidence::results::Counts) {
+    let _ = writeln!(
+        out,
+        "lost and spurious interrupts, per million (exact 95% interval):"
+    );
+    let rows = answers(t);
+    let counts: Vec<String> = rows
+        .iter()
+        .map(|a| format!("{} of {} {}", a.events, a.trials, a.of))
+        .collect();
+    let count_width = counts.iter().map(String::len).max().unwrap_or(0);
+    for (a, count) in rows.iter().zip(&counts) {
+        let line = format!("{:<21} {count:<count_width$}  {}", a.label, answer_rate(a));
+        wrap_into(out, &line, "  ");
+    }
+    wrap_into(
+        out,
+        "(spurious: sample records no driver behaviour explains, e.g. a second interrupt for one overflow)",
+        "  ",
+    );
+}
+
+/// The answers as a markdown table.
+fn answers_markdown(out: &mut String, t: &crate::evidence::results::Counts) {
+    let _ = writeln!(out, "| | count | of | per million | exact 95% CI |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    for a in answers(t) {
+        let (pm, ci) = rate_cells(a.trials, a.events);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} {} | {pm} | {ci} |",
+            a.label, a.events, a.trials, a.of
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nSpurious: sample records no driver behaviour explains (such as a second interrupt for one overflow); unmatched: signals with no interrupt of their own.\n"
+    );
+}
+
+/// "2026-12-02T14:58:01Z, 2.2 s, pmustress 0.1.0 (commit 9f32e73c2213)":
+/// when, how long, and which pmustress, as far as run.json says.
+fn provenance_line(r: &LoadedRun) -> String {
+    let when = r.run.started_unix_s().map_or_else(
+        || "date not recorded".to_string(),
+        crate::evidence::results::utc_text,
+    );
+    let secs = r
+        .run
+        .elapsed_ns()
+        .map(|ns| format!(", {:.1} s", ns as f64 / 1e9))
+        .unwrap_or_default();
+    let tool = match r.run.tool() {
+        Some(t) if t.commit.is_some() => t.describe(),
+        Some(t) => format!("{} (commit not recorded)", t.describe()),
+        None => "pmustress (version not recorded)".to_string(),
+    };
+    format!("run: {when}{secs}, {tool}")
+}
+
 /// The `pmustress report` text or markdown.
 pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) -> String {
     let md = format == OutputFormat::Markdown;
     let mut s = String::new();
+    // One fact a line: a list item in markdown, where lines of one
+    // paragraph would run together when rendered.
+    let fact = |s: &mut String, text: &str| {
+        if md {
+            wrap_into(s, text, "- ");
+        } else {
+            wrap_into(s, text, "");
+        }
+    };
     for r in runs {
         let title = format!(
             "{} (verdict: {}, {})",
@@ -203,23 +376,36 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
         } else {
             wrap_into(&mut s, &format!("== {title}"), "");
         }
+        // What the thread asked first: how often overflows are lost, and
+        // whether any interrupt came that should not have.
+        if let Some(t) = r.run.totals() {
+            if md {
+                answers_markdown(&mut s, t);
+            } else {
+                answers_text(&mut s, t);
+            }
+        }
         if r.run.is_self_test() {
-            wrap_into(
+            fact(
                 &mut s,
                 "SELF-TEST: drops were injected on purpose (--inject-drop-every); this run proves the detector, not the machine.",
-                "",
             );
         }
         if r.run.config().event.software {
-            wrap_into(&mut s, "software event: does not test the PMU.", "");
+            fact(&mut s, "software event: does not test the PMU.");
         }
-        wrap_into(&mut s, &format!("machine: {}", machine_line(r)), "");
-        wrap_into(&mut s, &format!("kernel: {}", kernel_line(r)), "");
+        fact(&mut s, &provenance_line(r));
+        fact(&mut s, &format!("machine: {}", machine_line(r)));
+        fact(&mut s, &format!("kernel: {}", kernel_line(r)));
         let pnmi = r.run.pseudo_nmi();
         let verdict = pnmi.map_or("unknown", |p| p.verdict.as_str());
-        wrap_into(&mut s, &format!("pseudo-NMI: {verdict}"), "");
+        fact(&mut s, &format!("pseudo-NMI: {verdict}"));
         for e in pnmi.iter().flat_map(|p| &p.evidence).take(2) {
-            wrap_into(&mut s, &format!("evidence: {e}"), "  ");
+            wrap_into(
+                &mut s,
+                &format!("evidence: {e}"),
+                if md { "  - " } else { "  " },
+            );
         }
         let event = &r.run.config().event.description;
         let skid = r.run.config().skid;
@@ -230,13 +416,12 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
         } else {
             String::new()
         };
-        wrap_into(
+        fact(
             &mut s,
             &format!(
                 "event: {event}; period {}, skid {skid}{interrupt_skid}",
                 r.period(),
             ),
-            "",
         );
         if md {
             let _ = writeln!(s, "\nreproduce:\n\n```\n{}\n```\n", r.command());
@@ -244,61 +429,21 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
             reproduce_lines(&mut s, &r.command_words());
         }
         if let Some(cause) = &r.run.setup_failure() {
-            wrap_into(&mut s, &format!("the run could not start: {cause}"), "");
+            fact(&mut s, &format!("the run could not start: {cause}"));
         } else if !r.run.finished() {
-            wrap_into(
+            fact(
                 &mut s,
                 "the run did not finish (killed, or still running): no totals and no verdict; anomalies.csv and the histogram logs hold what it saw",
-                "",
-            );
-        }
-        let secs = r.run.elapsed_ns().unwrap_or(0) as f64 / 1e9;
-        let (pm, ci) = if r.run.finished() {
-            rate_cells(r.overflows(), r.dropped())
-        } else {
-            ("-".into(), "-".into())
-        };
-        let (overflows, dropped) = match &r.run.totals() {
-            Some(t) => (
-                t.accounted_overflows.to_string(),
-                t.dropped_interrupts.to_string(),
-            ),
-            None => ("-".into(), "-".into()),
-        };
-        if md {
-            let _ = writeln!(
-                s,
-                "| overflows | dropped | per million | 95% CI | seconds |"
-            );
-            let _ = writeln!(s, "|---:|---:|---:|---:|---:|");
-            let _ = writeln!(s, "| {overflows} | {dropped} | {pm} | {ci} | {secs:.1} |\n",);
-        } else {
-            let _ = writeln!(
-                s,
-                "{:>12} {:>9} {:>12} {:>22} {:>7}",
-                "overflows", "dropped", "per million", "95% CI", "seconds"
-            );
-            let _ = writeln!(
-                s,
-                "{overflows:>12} {dropped:>9} {pm:>12} {ci:>22} {secs:>7.1}",
             );
         }
         if let Some(x) = r.run.results().and_then(|x| x.stress.as_ref())
             && let Some(t) = r.run.totals().and_then(|t| t.stress.as_ref())
         {
-            wrap_into(&mut s, &format!("stress: {}", x.describe(t)), "");
+            fact(&mut s, &format!("stress: {}", x.describe(t)));
             if r.dropped() == 0 {
-                wrap_into(
+                fact(
                     &mut s,
                     &format!("sensitivity: no drop in {}", x.sensitivity_words()),
-                    "",
-                );
-            } else {
-                let (pm, ci) = rate_cells(t.stops, r.dropped());
-                wrap_into(
-                    &mut s,
-                    &format!("dropped per million stops: {pm} (95% CI {ci})"),
-                    "",
                 );
             }
         }
@@ -308,7 +453,7 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                 .iter()
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect();
-            wrap_into(&mut s, &format!("anomaly windows: {}", list.join(", ")), "");
+            fact(&mut s, &format!("anomaly windows: {}", list.join(", ")));
         }
         let warnings = r.run.warnings().iter().map(ToString::to_string);
         let reasons = r.run.inconclusive_because().iter().map(ToString::to_string);
@@ -316,7 +461,10 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
             .chain(reasons)
             .chain(r.anomalies_note.iter().cloned())
         {
-            wrap_into(&mut s, &format!("note: {w}"), "");
+            fact(&mut s, &format!("note: {w}"));
+        }
+        if md {
+            let _ = writeln!(s);
         }
         histogram_block(&mut s, r, md);
         if !r.anomalies.is_empty() && first_anomalies > 0 {
@@ -326,6 +474,9 @@ pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) 
                 first_anomalies.min(r.anomalies.len()),
                 r.anomaly_count
             );
+            if md {
+                let _ = writeln!(s);
+            }
             for a in r.anomalies.iter().take(first_anomalies) {
                 let since = a
                     .ns_since_migration

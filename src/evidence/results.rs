@@ -188,6 +188,10 @@ pub struct WorkerEntry {
 pub struct ToolInfo {
     pub name: String,
     pub version: String,
+    /// The git commit it was built from ("-dirty" with local changes;
+    /// absent in files written before it was recorded here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 impl ToolInfo {
@@ -196,8 +200,31 @@ impl ToolInfo {
         ToolInfo {
             name: env!("CARGO_PKG_NAME").to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: Some(env!("PMUSTRESS_GIT_COMMIT").to_string()),
         }
     }
+
+    /// "pmustress 0.1.0 (commit 9f32e73c2213)", as a report names it.
+    pub fn describe(&self) -> String {
+        match &self.commit {
+            Some(c) => format!(
+                "{} {} (commit {})",
+                self.name,
+                self.version,
+                c.get(..12).unwrap_or(c)
+            ),
+            None => format!("{} {}", self.name, self.version),
+        }
+    }
+}
+
+/// A wall-clock time as run.json and the report write it: RFC 3339, UTC,
+/// whole seconds ("2026-12-02T14:58:01Z").
+pub fn utc_text(unix_s: u64) -> String {
+    humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_s),
+    )
+    .to_string()
 }
 
 /// One anomaly, as run.json's `anomalies` list and anomalies.csv's rows
@@ -317,6 +344,9 @@ pub struct RunStarted {
     pub judge: Option<crate::judge::JudgeConfig>,
     #[serde(default)]
     pub started_unix_s: Option<u64>,
+    /// The same, as a date (`utc_text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_utc: Option<String>,
     /// The machine, known before the run starts: a killed run still says
     /// where it ran (absent before schema 3).
     #[serde(default)]
@@ -349,6 +379,7 @@ impl RunStarted {
             config: cfg.clone(),
             judge: Some(cfg.judge_config()),
             started_unix_s: Some(started_unix_s),
+            started_utc: Some(utc_text(started_unix_s)),
             pseudo_nmi: Some(machine.pseudo_nmi().clone()),
             fingerprint: serde_json::to_value(machine).unwrap_or(serde_json::Value::Null),
             exit_status: None,
@@ -380,6 +411,17 @@ pub struct RunResults {
     pub tool: ToolInfo,
     /// The exact command line.
     pub argv: Vec<String>,
+    /// When the run started (wall clock, seconds since 1970, UTC), and as
+    /// a date: with --out the directory name says neither (absent in
+    /// files written before they were recorded here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_utc: Option<String>,
+    /// CLOCK_MONOTONIC ns when measuring began (the clock of every
+    /// `time_ns`): where a plot's time axis starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_monotonic_ns: Option<u64>,
     pub config: RunConfig,
     /// How the stream was judged: `pmustress replay` judges raw.csv.gz
     /// again with it (schema 1 had none).

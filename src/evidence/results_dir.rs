@@ -852,6 +852,13 @@ impl ResultsDir {
         results: &mut crate::evidence::results::RunResults,
     ) -> Result<()> {
         let start = self.started_ns.unwrap_or(now_ns);
+        let started_unix_s = self
+            .started
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        results.started_unix_s = Some(started_unix_s);
+        results.started_utc = Some(crate::evidence::results::utc_text(started_unix_s));
+        results.started_monotonic_ns = self.started_ns;
         let mut tail = Ok(());
         if self.failed.is_none() {
             tail = self

@@ -25,7 +25,7 @@ use serde::Deserialize;
 
 use crate::config::RunConfig;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RUN_SCHEMA_VERSION};
-use crate::evidence::results::{Counts, RunResults, RunStarted, Verdict};
+use crate::evidence::results::{Counts, RunResults, RunStarted, ToolInfo, Verdict};
 use crate::evidence::verdict::{Reason, Warning};
 use crate::fingerprint::PseudoNmi;
 use crate::judge::JudgeConfig;
@@ -212,6 +212,22 @@ impl RunDocument {
         match self {
             RunDocument::Finished(run) => run.judge.as_ref(),
             RunDocument::Unfinished(started) => started.judge.as_ref(),
+        }
+    }
+
+    /// The pmustress that wrote it (none before schema 3's unfinished runs).
+    pub fn tool(&self) -> Option<&ToolInfo> {
+        match self {
+            RunDocument::Finished(run) => Some(&run.tool),
+            RunDocument::Unfinished(started) => started.tool.as_ref(),
+        }
+    }
+
+    /// When the run started, as seconds since 1970 (UTC).
+    pub fn started_unix_s(&self) -> Option<u64> {
+        match self {
+            RunDocument::Finished(run) => run.started_unix_s,
+            RunDocument::Unfinished(started) => started.started_unix_s,
         }
     }
 

@@ -170,6 +170,10 @@ impl RunResults {
             schema_version: RUN_SCHEMA_VERSION,
             tool: ToolInfo::this(),
             argv,
+            // Set by `ResultsDir::finish`, which knows when the run started.
+            started_unix_s: None,
+            started_utc: None,
+            started_monotonic_ns: None,
             config: cfg.clone(),
             judge: Some(cfg.judge_config()),
             pseudo_nmi: fingerprint.pseudo_nmi().clone(),

@@ -417,6 +417,7 @@ fn spawn_workers<K: Kernel>(
             } else {
                 0
             },
+            signal_budget: cfg.interrupts_per_worker.unwrap_or(0),
         };
         let (k, s, tx, g) = (
             kernel.clone(),
