@@ -464,6 +464,20 @@ impl Sim<'_> {
         p > 0.0 && self.rng.f64() < p
     }
 
+    /// The handler's overflow signal, up to `max` ns on (`tick`), carrying
+    /// its read; returns its time.
+    fn overflow_signal(&mut self, max: u64, value: u64) -> u64 {
+        let time_ns = self.tick(max);
+        self.emit(Observation::Signal {
+            time_ns,
+            cpu: self.cpu,
+            value,
+            si_code: 1,
+            delivery: Delivery::Overflow,
+        });
+        time_ns
+    }
+
     fn emit(&mut self, o: Observation) {
         if !matches!(
             o,
@@ -827,14 +841,7 @@ impl Sim<'_> {
         // The handler's read: after every stop so far.
         self.read(self.a, false);
         if self.cfg.mode == RearmMode::Free {
-            let t = self.tick(2_000);
-            self.emit(Observation::Signal {
-                time_ns: t,
-                cpu: self.cpu,
-                value,
-                si_code: 1,
-                delivery: Delivery::Overflow,
-            });
+            self.overflow_signal(2_000, value);
             return;
         }
         self.reset_handler(value);
@@ -928,14 +935,7 @@ impl Sim<'_> {
         };
         self.check_known();
         self.truth.resets += 1;
-        let t = self.tick(5_000);
-        self.emit(Observation::Signal {
-            time_ns: t,
-            cpu: self.cpu,
-            value,
-            si_code: 1,
-            delivery: Delivery::Overflow,
-        });
+        let t = self.overflow_signal(5_000, value);
         // The handler reads the count at its DISABLE (today's handler: the
         // stop is at the reset); before, it did not.
         let count = (self.cfg.reset_gap == 0).then_some(at_disable);
