@@ -711,6 +711,20 @@ SUMMARY="" TSV=""
 LANES=${PMUSTRESS_QEMU_LANES:-2}
 LANE_PIDS=() LANE_CASES=()
 
+# await_kernel PID NAME LOG PATH VAR: waits for the background kernel build PID (a
+# child of this shell) and sets VAR to the Image it made ($OUT/PATH's last line);
+# if it failed, lets the running cases finish, shows $OUT/LOG.log's tail and dies.
+await_kernel() {
+    local pid=$1 name=$2 log=$OUT/$3.log
+    if ! wait "$pid"; then
+        while ((${#LANE_PIDS[@]})); do finish_oldest || true; done
+        tail -n 30 "$log" >&2
+        die "building the $name kernel failed (see $log)"
+    fi
+    printf -v "$5" '%s' "$(tail -n1 "$OUT/$4")"
+    log "$name kernel: ${!5}"
+}
+
 # start_case NAME: run_case in the background, its output and its summary and
 # runs.tsv lines kept in $OUT/lanes/ until finish_oldest prints and adds them.
 start_case() {
@@ -838,14 +852,8 @@ main() {
         ((${#LANE_PIDS[@]} < LANES)) || finish_oldest || failed=1
         define_case "$c"
         if [[ $KERNEL != debian && -n $kernel_pid ]]; then
-            if ! wait "$kernel_pid"; then
-                while ((${#LANE_PIDS[@]})); do finish_oldest || true; done
-                tail -n 30 "$OUT/build-kernel.log" >&2
-                die "building the oracle kernel failed (see $OUT/build-kernel.log)"
-            fi
+            await_kernel "$kernel_pid" oracle build-kernel kernel-path ORACLE_IMAGE
             kernel_pid=""
-            ORACLE_IMAGE=$(tail -n1 "$OUT/kernel-path")
-            log "oracle kernel: $ORACLE_IMAGE"
             if ((need_fixed)); then
                 log "building the fixed kernel in the background (log: $OUT/build-fixed-kernel.log)"
                 "$QEMU_DIR/build-kernel.sh" fixed >"$OUT/fixed-kernel-path" \
@@ -854,14 +862,8 @@ main() {
             fi
         fi
         if [[ $KERNEL == fixed && -n $fixed_pid ]]; then
-            if ! wait "$fixed_pid"; then
-                while ((${#LANE_PIDS[@]})); do finish_oldest || true; done
-                tail -n 30 "$OUT/build-fixed-kernel.log" >&2
-                die "building the fixed kernel failed (see $OUT/build-fixed-kernel.log)"
-            fi
+            await_kernel "$fixed_pid" fixed build-fixed-kernel fixed-kernel-path FIXED_IMAGE
             fixed_pid=""
-            FIXED_IMAGE=$(tail -n1 "$OUT/fixed-kernel-path")
-            log "fixed kernel: $FIXED_IMAGE"
         fi
         start_case "$c"
     done
