@@ -159,6 +159,35 @@ fn the_sigio_fallback_is_counted_and_never_a_drop() {
     );
 }
 
+/// The kernel refuses the count witness (perf_event_paranoid 2 on the
+/// fixture machine, no CAP_PERFMON): `auto` falls back to times, and the
+/// run says so live, before its first verdict line, with the one command
+/// that gets the exact verdict; the results say it again.
+#[test]
+fn a_run_without_the_count_witness_says_how_to_get_it_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let mut script = Script::default().worker([Step::OVERFLOW; 20]);
+    script.witness_opens = false;
+    let out = run_scripted(script, &["--duration", "100ms"], &out_dir);
+    let stdout = crate::util::unwrapped(&text(&out.stdout));
+    let note = "note: event stops were witnessed without their counts (--switch-witness times): a gap across a stop may stay ambiguous; the kernel refused the count witness (perf_event_paranoid 2, no CAP_PERFMON): for the exact verdict run as root or after `sudo sysctl kernel.perf_event_paranoid=1`";
+    let at = stdout
+        .find(note)
+        .unwrap_or_else(|| panic!("no live note in:\n{stdout}"));
+    let verdict = stdout.find("verdict:").expect("a verdict line");
+    assert!(at < verdict, "{stdout}");
+    assert_eq!(stdout.matches("note: event stops").count(), 1, "{stdout}");
+    let r = read_json(&out_dir);
+    assert_eq!(r["workers"][0]["switch_witness"], "times");
+    assert!(
+        strings(&r["warnings"])
+            .iter()
+            .any(|w| note.strip_prefix("note: ") == Some(w.as_str())),
+        "{r:#}"
+    );
+}
+
 /// A worker that stops running user code (livelocked in the kernel) is
 /// stopped by the watchdog: its event disabled, the run judged on what it
 /// measured, inconclusive with the worker named, 125.

@@ -16,7 +16,7 @@ use crate::cli::validate::{ConfigError, Refused};
 use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs};
 use crate::config::RunConfig;
 use crate::config::event;
-use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat};
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat, SwitchWitness};
 use crate::engine::{kernel, run};
 use crate::evidence::compare::{self, Group};
 use crate::evidence::groups;
@@ -24,7 +24,7 @@ use crate::evidence::loaded_run::{self, LoadedRun};
 use crate::evidence::report;
 use crate::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
 use crate::evidence::results_dir::{OutError, ResultsDir};
-use crate::evidence::verdict::Warning;
+use crate::evidence::verdict::{self, Warning};
 use crate::fingerprint::Fingerprint;
 use crate::judge::{Anomaly, ClosedWindow, Observation};
 
@@ -408,9 +408,26 @@ struct Collect {
     files: ResultsDir,
     anomalies: Vec<Anomaly>,
     not_recorded: u64,
+    /// What the live note on the stop witness needs: the witness asked
+    /// for, perf_event_paranoid, and whether the event is a PMU's.
+    witness_asked: SwitchWitness,
+    paranoid: Option<i64>,
+    hardware: bool,
 }
 
 impl run::Observer for Collect {
+    fn started(&mut self, witnesses: &[SwitchWitness]) {
+        if self.hardware
+            && let Some(w) = verdict::stops_not_witnessed(
+                witnesses.iter().copied(),
+                self.witness_asked,
+                self.paranoid,
+            )
+        {
+            self.console.say(format!("note: {w}"));
+        }
+    }
+
     fn observation(&mut self, worker: usize, o: &Observation) {
         self.files.record_observation(worker, o);
     }
@@ -551,6 +568,9 @@ fn run_command(args: &RunArgs) -> i32 {
         files,
         anomalies: Vec::new(),
         not_recorded: 0,
+        witness_asked: cfg.switch_witness,
+        paranoid: fingerprint.knobs.perf_event_paranoid.value,
+        hardware: !cfg.event.software,
     };
     let record = match run::run(&cfg, &stop_signal, &mut collect) {
         Ok(record) => record,
@@ -573,6 +593,7 @@ fn run_command(args: &RunArgs) -> i32 {
         files,
         anomalies,
         not_recorded,
+        ..
     } = collect;
     let mut results = RunResults::new(&cfg, argv, &fingerprint, &record, anomalies, not_recorded);
     let moved = files.moved_to();

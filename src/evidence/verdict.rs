@@ -691,22 +691,37 @@ fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
                 requested: t.migrations_requested,
             });
         }
-        // The weakest witness any worker got.
-        let used = side
-            .workers
-            .iter()
-            .map(|w| w.switch_witness)
-            .filter(|&w| w != SwitchWitness::Counts)
-            .min_by_key(|&w| w != SwitchWitness::None);
-        if let Some(used) = used.filter(|_| !s.software) {
-            w.push(Warning::StopsNotWitnessed {
-                used,
-                asked: s.asked_witness,
-                paranoid: side.perf_event_paranoid,
-            });
+        if !s.software
+            && let Some(warning) = stops_not_witnessed(
+                side.workers.iter().map(|w| w.switch_witness),
+                s.asked_witness,
+                side.perf_event_paranoid,
+            )
+        {
+            w.push(warning);
         }
     }
     w
+}
+
+/// Whether some worker's stops go without their counts (the weakest
+/// witness any worker got), as the warning that says how to get them: the
+/// run says it live once the workers have opened their events, and in its
+/// results.
+pub fn stops_not_witnessed(
+    used: impl IntoIterator<Item = SwitchWitness>,
+    asked: SwitchWitness,
+    paranoid: Option<i64>,
+) -> Option<Warning> {
+    let used = used
+        .into_iter()
+        .filter(|&w| w != SwitchWitness::Counts)
+        .min_by_key(|&w| w != SwitchWitness::None)?;
+    Some(Warning::StopsNotWitnessed {
+        used,
+        asked,
+        paranoid,
+    })
 }
 
 pub(crate) fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {

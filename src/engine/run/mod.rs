@@ -55,6 +55,9 @@ const QUEUE_FLOOR: usize = 4096;
 
 /// Live output while a run goes on.
 pub trait Observer {
+    /// Once every worker has opened its events: how each one's stops are
+    /// witnessed (`auto` falls back when the kernel refuses counts).
+    fn started(&mut self, _witnesses: &[SwitchWitness]) {}
     /// Every observation, in the order the judge sees it.
     fn observation(&mut self, _worker: usize, _observation: &Observation) {}
     /// Every signal's window, in order per worker.
@@ -334,6 +337,8 @@ pub fn run_on<K: Kernel>(
             bail!(SetupError(e));
         }
     };
+    let witnesses: Vec<SwitchWitness> = live.iter().flatten().map(|l| l.switch_witness).collect();
+    observer.started(&witnesses);
     let migrator_stop = Arc::new(AtomicBool::new(false));
     let migrators = spawn_migrators(kernel, cfg, &plan, &handles, &migrator_stop)?;
     let started_ns = kernel.now_ns();
