@@ -25,6 +25,25 @@ pub const EXIT_DROPPED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_CANNOT_TEST: i32 = 125;
 
+/// The largest value a run's histograms hold before they grow: 2^32 (a
+/// delta or a lateness of 4.3 s of a software clock, or of 4.3 billion
+/// events, tens of thousands of periods). hdrhistogram grows a histogram by
+/// writing zeros over every new bucket, so one late interrupt after a
+/// hold-up made each histogram it reached resident up to that magnitude for
+/// the rest of the run: the steps a long run grew by. Sized up front (about
+/// 180 KiB each at 3 significant figures) the run's memory is what it is
+/// from the start; a larger value still grows it, once.
+pub const HISTOGRAM_HIGH: u64 = 1 << 32;
+
+/// A histogram of a run's counts at 3 significant figures, sized up to
+/// `HISTOGRAM_HIGH` and growing beyond it.
+pub fn histogram() -> hdrhistogram::Histogram<u64> {
+    let mut h = hdrhistogram::Histogram::new_with_bounds(1, HISTOGRAM_HIGH, 3)
+        .expect("1..2^32 at 3 significant figures is a valid histogram");
+    h.auto(true);
+    h
+}
+
 /// Confidence of the intervals reported with rates.
 pub const CONFIDENCE: f64 = 0.95;
 

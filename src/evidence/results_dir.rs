@@ -459,9 +459,14 @@ struct RawStream {
 
 impl RawStream {
     fn new(file: Guarded) -> RawStream {
+        // Written once so its pages are resident from the start: a second's
+        // rows after a hold-up are more than before, and each larger second
+        // touched new pages for good.
+        let mut pending = " ".repeat(RAW_MEMBER_BYTES + RAW_ROW_MAX);
+        pending.clear();
         RawStream {
             file,
-            pending: String::with_capacity(RAW_MEMBER_BYTES + RAW_ROW_MAX),
+            pending,
             compressed: Vec::new(),
         }
     }
@@ -629,7 +634,7 @@ impl ResultsDir {
                 hlogs.push(HistogramLog {
                     file: create(&dir, &name, &stopped)?,
                     path: dir.path.join(name),
-                    interval: Histogram::new(3).context("creating a histogram")?,
+                    interval: crate::domain::histogram(),
                     serializer: V2DeflateSerializer::new(),
                     header_written: false,
                 });
@@ -640,10 +645,7 @@ impl ResultsDir {
             Ok(files) => files,
             Err(e) => return Err((dir, e)),
         };
-        let all_deltas = match Histogram::new(3).context("creating a histogram") {
-            Ok(h) => h,
-            Err(e) => return Err((dir, e)),
-        };
+        let all_deltas = crate::domain::histogram();
         let mut out = ResultsDir {
             dir,
             stream,

@@ -202,7 +202,7 @@ impl DeliveryJudge {
             throttled: false,
             unthrottled: false,
             totals: DeliveryTotals::default(),
-            deltas: Histogram::new(3).expect("3 significant figures is a valid precision"),
+            deltas: crate::domain::histogram(),
             events: Vec::new(),
         }
     }

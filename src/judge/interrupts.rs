@@ -305,7 +305,7 @@ impl InterruptJudge {
                 tally: Tally::default(),
             }],
             totals: InterruptTotals::default(),
-            latency: Histogram::new(3).expect("3 significant figures is a valid precision"),
+            latency: crate::domain::histogram(),
             prev_count: None,
             stops_unwitnessed: false,
             witness_throttled: false,

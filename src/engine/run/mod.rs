@@ -169,11 +169,11 @@ impl<K: Kernel> RunningWorker<K> {
             switch_witness: ready.witness,
             judge: StreamJudge::new(ready.index, judge_cfg),
             mode,
-            bytes: Vec::with_capacity(RING_BYTES_FLOOR),
-            parsed: Vec::with_capacity(PARSED_FLOOR),
-            kernel: VecDeque::new(),
-            signals: VecDeque::new(),
-            moves: VecDeque::new(),
+            bytes: resident_vec(RING_BYTES_FLOOR, 0),
+            parsed: resident_vec(PARSED_FLOOR, FILLER),
+            kernel: resident_queue(QUEUE_FLOOR),
+            signals: resident_queue(QUEUE_FLOOR),
+            moves: resident_queue(QUEUE_FLOOR),
             judged_until: 0,
             reordered: 0,
             garbled: 0,
@@ -250,10 +250,42 @@ impl<K: Kernel> RunningWorker<K> {
 /// however long the run (and however long its longest hold-up). Halving
 /// rather than shrinking to fit leaves room to grow again without a
 /// reallocation each pass.
-fn shrink_after_peak(queue: &mut VecDeque<Observation>) {
-    if queue.capacity() > QUEUE_FLOOR && queue.len() <= queue.capacity() / 4 {
+fn shrink_after_peak(queue: &mut VecDeque<Observation>) -> bool {
+    let shrink = queue.capacity() > QUEUE_FLOOR && queue.len() <= queue.capacity() / 4;
+    if shrink {
         queue.shrink_to(QUEUE_FLOOR.max(queue.len() * 2));
     }
+    shrink
+}
+
+/// What fills a buffer's capacity once, to make its pages resident.
+const FILLER: Observation = Observation::Lost {
+    time_ns: 0,
+    lost: 0,
+};
+
+/// A buffer with room for `capacity`, every slot written once. A buffer
+/// refilled from its start each pass, or a queue whose contents move round
+/// its capacity, touches a page for the first time whenever a pass or a
+/// backlog is larger than all before it (after each hold-up of the
+/// controller), so a run's memory crept up in steps for hours. Written at
+/// the start, the pages a buffer can ever need at this size are resident
+/// from the first second, and the run's memory is flat from there.
+fn resident_vec<T: Clone>(capacity: usize, filler: T) -> Vec<T> {
+    // Not `vec![filler; capacity]`: for zeros that is a zeroed allocation,
+    // whose pages stay untouched until used.
+    let mut buffer = Vec::with_capacity(capacity);
+    buffer.resize(capacity, filler);
+    buffer.clear();
+    buffer
+}
+
+/// `resident_vec` for a merge queue.
+fn resident_queue(capacity: usize) -> VecDeque<Observation> {
+    let mut queue = VecDeque::with_capacity(capacity);
+    queue.resize(capacity, FILLER);
+    queue.clear();
+    queue
 }
 
 /// Room for the sample ring's bytes of one pass: in steady state a pass
@@ -265,11 +297,13 @@ const PARSED_FLOOR: usize = 4096;
 /// Gives back, once a pass is done with it, what a pass buffer grew to
 /// after a hold-up (one full ring): kept, each worker held its ring's size
 /// twice over from its longest hold-up on.
-fn give_back<T>(buffer: &mut Vec<T>, floor: usize) {
-    if buffer.capacity() > floor {
+fn give_back<T>(buffer: &mut Vec<T>, floor: usize) -> bool {
+    let shrink = buffer.capacity() > floor;
+    if shrink {
         buffer.clear();
         buffer.shrink_to(floor);
     }
+    shrink
 }
 
 /// A handler record as the observation it is; in reset mode an overflow
@@ -691,8 +725,8 @@ fn drain_all<K: Kernel>(
         l.parsed.clear();
         l.garbled += sample::parse(&l.bytes, &l.ids, &mut l.ring_state, &mut l.parsed);
         l.kernel.extend(l.parsed.drain(..));
-        give_back(&mut l.bytes, RING_BYTES_FLOOR);
-        give_back(&mut l.parsed, PARSED_FLOOR);
+        let mut gave_back = give_back(&mut l.bytes, RING_BYTES_FLOOR);
+        gave_back |= give_back(&mut l.parsed, PARSED_FLOOR);
         // Bounded for the same reason: the migrator never pauses.
         let mut taken = 0;
         for [asked, t, cpu] in std::iter::from_fn(|| h.moves.pop()).take(MOVE_RING_RECORDS) {
@@ -709,7 +743,10 @@ fn drain_all<K: Kernel>(
         }
         l.judge_until(i, horizon, observer, progress);
         for q in [&mut l.kernel, &mut l.signals, &mut l.moves] {
-            shrink_after_peak(q);
+            gave_back |= shrink_after_peak(q);
+        }
+        if gave_back {
+            kernel::release_free_heap();
         }
     }
     more
