@@ -159,10 +159,9 @@ fn check_classes(
     // between the certain ones and those some explanation has.
     let rebased = c.rebased + c.unplaced_rebased;
     require!(
-        i.late_maybe_rebased <= i.late
+        i.late_maybe_rebased <= i.on_time + i.late
             && i.rebased_in_handler <= rebased
-            && rebased
-                <= i.rebased_in_handler + i.late_maybe_rebased + c.rebased_or_late + c.unplaced,
+            && rebased <= i.rebased_in_handler + i.late_maybe_rebased + c.rebased_or_late,
         "{} + {} maybe vs {c:?}",
         i.rebased_in_handler,
         i.late_maybe_rebased
@@ -700,6 +699,14 @@ fn unknown_and_unwitnessed_stops() {
             let mut cfg = draw_common(rng, mode, n);
             cfg.stop_count_unknown = [0.0, 0.01, 0.2][rng.usize(0..3)];
             cfg.witness_throttle = [0.0, 0.01, 0.1][rng.usize(0..3)];
+            // No witness at all (`--switch-witness none`) in a third of the
+            // streams: every interval between two records may hide a stop
+            // that lost an overflow, and an interrupt a period or more past
+            // the lowest due point such a stop leaves may be the driver's
+            // re-base in the handler. (The model's reading of the records
+            // decides no loss without a witness; the other streams catch a
+            // judge that never drops.)
+            cfg.no_witness = rng.u32(0..3) == 0;
             cfg.include_kernel = rng.u32(0..4) == 0;
             cfg.held_stop = [0.0, 0.05][rng.usize(0..2)];
             cfg.signals_queue = rng.bool();

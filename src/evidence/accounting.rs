@@ -14,17 +14,17 @@ pub fn accounting(i: &InterruptTotals, d: &DeliveryTotals, implied: &str) -> Str
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "interrupts: {} overflows = {} interrupts ({} on time, {} late{}, {} a period or more late, {}{} unexplained) + {} dropped ({} injected, {} at the final stop) + {} ambiguous + {} in ring gaps{implied}",
+        "interrupts: {} overflows = {} interrupts ({} on time, {} late, {} a period or more late{}, {}{} unexplained) + {} dropped ({} injected, {} at the final stop) + {} ambiguous + {} in ring gaps{implied}",
         i.overflows,
         i.samples,
         i.on_time,
         i.late,
+        i.rebased_in_handler,
         if i.late_maybe_rebased > 0 {
-            format!(" ({} perhaps a period or more)", i.late_maybe_rebased)
+            format!(" (perhaps {} more)", i.late_maybe_rebased)
         } else {
             String::new()
         },
-        i.rebased_in_handler,
         if i.count_wraps > 0 {
             format!(
                 "{} first after a count wrap ({} {}), ",

@@ -47,9 +47,11 @@ pub struct InterruptTotals {
     /// Samples a period or more late, after which the driver re-based the
     /// period (rule 1 in the interrupt handler).
     pub rebased_in_handler: u64,
-    /// Of the `late`, those a period or more late under some explanation of
-    /// the stream but not under all: the driver's re-bases in the handler
-    /// are between `rebased_in_handler` and this much more.
+    /// Of the samples booked on time or late, those a period or more late
+    /// under some explanation of the stream but not under all (late where
+    /// the due point is known to a range, or anchoring a grid a stop moved
+    /// by an unknown amount): the driver's re-bases in the handler are
+    /// between `rebased_in_handler` and this much more.
     #[serde(default)]
     pub late_maybe_rebased: u64,
     /// Overflows whose interrupt never happened: pending when the event was
@@ -444,6 +446,15 @@ impl InterruptJudge {
                 // with lo two periods past the first lost one. The loss
                 // booked is certain; the rest may have been, so ambiguous.
                 h.tally.ambiguous += (count - h.due.lo) / p + 1;
+                // A period or more past the lowest due point it can have,
+                // it may be the driver's re-base in the handler (rule 1):
+                // its next due point, count + p, is inside the range below
+                // either way, so no record tells. Booked on time, maybe
+                // re-based: booked on time alone, those re-bases fit no
+                // explanation's count (with no witness at all, pseudo-NMI
+                // on: the driver re-based 48 times in the handler, the
+                // judge had 45 as some explanation's).
+                let may_rebase = count - h.due.lo >= p;
                 h.due = Due {
                     lo: h
                         .due
@@ -452,6 +463,7 @@ impl InterruptJudge {
                         .saturating_add(p),
                     hi: count.saturating_add(p),
                 };
+                h.tally.late_maybe_rebased += u64::from(may_rebase);
                 Class::OnTime
             } else if late_min >= p {
                 h.due = Due::exact(count.saturating_add(p));

@@ -18,7 +18,7 @@ in Linux's drivers/perf):
   stop clears the flag and the restart applies rule 1 or 2 silently.
 - Throttling (the sample is still written, the grid kept), lost ring records
   (samples and stops never written, then a LOST record), a throttled switch
-  witness (stops unrecorded), stops whose count is unknown.
+  witness or none at all (stops unrecorded), stops whose count is unknown.
 - Signals: one per handled interrupt, delivered after a delay, in order and
   back to back when queued; sometimes merged with the next interrupt's
   (coalesced), sometimes a plain SIGIO instead.
@@ -115,6 +115,9 @@ pub struct ModelConfig {
     /// Probability that a stop throttles the switch witness (the next 1-3
     /// stops go unrecorded).
     pub witness_throttle: f64,
+    /// No switch witness at all (`--switch-witness none`): no stop is
+    /// recorded, and the judge is told so.
+    pub no_witness: bool,
     /// Probability that a kernel record starts a ring gap of 1-3 records.
     pub ring_loss: f64,
     /// Probability that a signal is delayed past the skid (up to 3 periods).
@@ -167,6 +170,7 @@ impl ModelConfig {
             throttle: 0.0,
             unthrottle_unwritten: false,
             witness_throttle: 0.0,
+            no_witness: false,
             ring_loss: 0.0,
             signal_late: 0.05,
             signals_queue: false,
@@ -183,6 +187,7 @@ impl ModelConfig {
     pub fn judge_config(&self) -> JudgeConfig {
         let mut cfg = JudgeConfig::new(self.period, self.skid, self.interrupt_skid, self.mode);
         cfg.include_kernel = self.include_kernel;
+        cfg.stops_unseen = self.no_witness;
         // Without pseudo-NMI the model's interrupts are masked from the
         // witness to the stop, as the kernel's are.
         cfg.irq_masked_at_stops = !self.pnmi;
@@ -678,7 +683,7 @@ impl Sim<'_> {
             // While the switch witness is throttled, a stop it misses may
             // come anywhere until it is unthrottled: the interval up to
             // this sample may hide one that lost an overflow.
-            self.known = if self.witness_throttled {
+            self.known = if self.stops_unrecorded() {
                 self.truth.undecided += 1;
                 Known::Unknown
             } else {
@@ -897,7 +902,7 @@ impl Sim<'_> {
             Seen::Between(read_at, read_at + HANDLER_SLACK)
         };
         let pending = self.pending.take().is_some();
-        if self.witness_throttled {
+        if self.stops_unrecorded() {
             // The interval up to the PERIOD may hide a missed stop.
             self.truth.undecided += 1;
         }
@@ -921,7 +926,7 @@ impl Sim<'_> {
         } else {
             HANDLER_SLACK
         };
-        self.known = if self.gap_open || self.witness_throttled {
+        self.known = if self.gap_open || self.stops_unrecorded() {
             // A ring gap up to the next sample (for the judge it may start
             // after this PERIOD as well as before, and a throttle is judged
             // like one), or a throttled witness whose unrecorded stops may
@@ -970,7 +975,9 @@ impl Sim<'_> {
         let mut witness_at = None;
         // Where the records place the stop.
         let mut seen = Seen::Unseen;
-        if self.witness_suppress > 0 {
+        if self.cfg.no_witness {
+            self.truth.stops_unwitnessed += 1;
+        } else if self.witness_suppress > 0 {
             self.truth.stops_unwitnessed += 1;
             self.witness_suppress -= 1;
             if self.witness_suppress == 0 {
@@ -1118,6 +1125,11 @@ impl Sim<'_> {
         }
     }
 
+    /// Stops go unrecorded now: the witness is throttled, or there is none.
+    fn stops_unrecorded(&self) -> bool {
+        self.witness_throttled || self.cfg.no_witness
+    }
+
     fn witness_unthrottle(&mut self) {
         self.witness_throttled = false;
         // The interval up to here may hide a missed stop too.
@@ -1248,6 +1260,9 @@ impl Sim<'_> {
         self.flush_ring_gap();
         if self.witness_throttled {
             self.witness_unthrottle();
+        } else if self.cfg.no_witness {
+            // The interval up to the end may hide a stop too.
+            self.truth.undecided += 1;
         }
         let t = self.tick(100_000);
         self.emit(Observation::Final {
