@@ -198,13 +198,19 @@ define_case() {
         mapfile -t a < <(m 2 ping-pong free 100000 --switch-witness none)
         add_run w2-pingpong-free-100k-none "" unwitnessed "${a[@]}"
         mapfile -t a < <(m 4 none free 50000 --switch-witness none)
-        add_run w4-none-free-50k-none "" unwitnessed "${a[@]}" ;;
-    smp2-pnmi-unwitnessed)
+        add_run w4-none-free-50k-none "" unwitnessed "${a[@]}"
+        mapfile -t a < <(m 4 none free 50000 --switch-witness times)
+        add_run w4-none-free-50k-times "" unwitnessed "${a[@]}" ;;
+    smp2-pnmi-unwitnessed) # the same without losses: never dropped
         APPEND=irqchip.gicv3_pseudo_nmi=1 EXPECT_VERDICT=enabled EXPECT_NMI_EVIDENCE=1
         mapfile -t a < <(m 2 random free 100000 --switch-witness times)
         add_run w2-random-free-100k-times "" unwitnessed "${a[@]}"
         mapfile -t a < <(m 2 ping-pong free 100000 --switch-witness none)
-        add_run w2-pingpong-free-100k-none "" unwitnessed "${a[@]}" ;;
+        add_run w2-pingpong-free-100k-none "" unwitnessed "${a[@]}"
+        mapfile -t a < <(m 4 none free 50000 --switch-witness none)
+        add_run w4-none-free-50k-none "" unwitnessed "${a[@]}"
+        mapfile -t a < <(m 4 none free 50000 --switch-witness times)
+        add_run w4-none-free-50k-times "" unwitnessed "${a[@]}" ;;
     debian61-migrate) # Debian's stock 6.1 kernel (no CONFIG_ARM64_PSEUDO_NMI), no oracle
         KERNEL=debian EXPECT_VERDICT=not-built
         add_run w1-pingpong-free-100k "" legacy-drops run --event cycles --workers 1 \
