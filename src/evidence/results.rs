@@ -527,15 +527,33 @@ impl StressSummary {
         if let (Some(w), Some(f)) = (x.window_events, x.window_fraction) {
             let _ = write!(
                 s,
-                "; a driver losing every overflow due within {w:.0} events ({:.2}% of the period) before a stop would have lost one here with 99% probability",
-                f * 100.0
+                "; a driver losing every overflow due within {} events ({}% of the period) before a stop would have lost one here with 99% probability",
+                three_figures(w),
+                three_figures(f * 100.0)
             );
         }
         if let Some(hi) = x.per_stop.ci_high_per_million {
-            let _ = write!(s, "; dropped per stop below {:.3}% (95%)", hi / 1e4);
+            let _ = write!(
+                s,
+                "; dropped per stop below {}% (95%)",
+                three_figures(hi / 1e4)
+            );
         }
         s
     }
+}
+
+/// Three significant figures, never fewer than the whole number: a long
+/// run's sensitivity is a fraction of an event (4.3 million stops at a
+/// period of 100,000: 0.107 events, 0.000107% of the period), which fixed
+/// decimals printed as "0 events (0.00%)", as if it ruled nothing out.
+fn three_figures(x: f64) -> String {
+    if !x.is_finite() || x <= 0.0 || x >= 100.0 {
+        return format!("{x:.0}");
+    }
+    // 1 <= x < 10: two decimals; each tenth below it, one more.
+    let decimals = (2.0 - x.log10().floor()).clamp(0.0, 15.0) as usize;
+    format!("{x:.decimals$}")
 }
 
 impl RunResults {
@@ -569,6 +587,18 @@ impl RunResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sensitivity_numbers_keep_three_figures() {
+        assert_eq!(three_figures(1535.4), "1535");
+        assert_eq!(three_figures(203.0), "203");
+        assert_eq!(three_figures(1.5354), "1.54");
+        assert_eq!(three_figures(10.0), "10.0");
+        assert_eq!(three_figures(0.020_3), "0.0203");
+        assert_eq!(three_figures(0.107_04), "0.107");
+        assert_eq!(three_figures(0.000_107), "0.000107");
+        assert_eq!(three_figures(0.0), "0");
+    }
 
     /// The header written is the one recorded runs have (and older readers
     /// look columns up in).
