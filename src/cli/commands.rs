@@ -17,7 +17,8 @@ use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs
 use crate::config::RunConfig;
 use crate::config::event;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat, SwitchWitness};
-use crate::engine::{kernel, run};
+use crate::engine::kernel;
+use crate::engine::run::{self, RunRecord};
 use crate::evidence::compare::{self, Group};
 use crate::evidence::groups;
 use crate::evidence::loaded_run::{self, LoadedRun};
@@ -459,16 +460,72 @@ impl run::Observer for Collect {
     }
 }
 
+/// Why a step of `pmustress run` stopped it: the exit status, its reason
+/// already said on stderr.
+type Stopped = i32;
+
+/// A stop signal and the flag its handler raises.
+type Stop = (i32, Arc<AtomicBool>);
+
+/// `pmustress run`: refuse what cannot be run, make the results
+/// directory, measure with the live console, then save and print.
 fn run_command(args: &RunArgs) -> i32 {
-    // The first SIGINT, SIGTERM, SIGHUP (the terminal or SSH session went
-    // away), SIGQUIT or SIGPIPE (our reader went away) stops the run and
-    // keeps what was measured: final run.json, verdict, exit 128 + N. A
-    // second one exits at once (not SIGPIPE: every later write to a closed
-    // pipe raises another), leaving run.json incomplete; once the final
-    // run.json is written, any of them exits with the status it holds
-    // (`engine::signal::install_stop`). A SIGHUP ignored when we start
-    // (nohup) stays ignored.
-    let mut stops: Vec<(i32, Arc<AtomicBool>)> = Vec::new();
+    match run_steps(args) {
+        Ok(status) | Err(status) => status,
+    }
+}
+
+fn run_steps(args: &RunArgs) -> Result<i32, Stopped> {
+    let stops = install_stops()?;
+    let allowed = match kernel::allowed_cpus() {
+        Ok(cpus) => cpus,
+        Err(e) => {
+            errln!("pmustress: cannot test here: sched_getaffinity failed: {e}");
+            return Err(EXIT_CANNOT_TEST);
+        }
+    };
+    let fingerprint = Fingerprint::collect(&kernel::machine_root());
+    let platform = event::Platform::from_fingerprint(&fingerprint);
+    // Lossy: an argument that is not UTF-8 (a --baseline path) is recorded
+    // with U+FFFD rather than panicking.
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut cfg = validate(args, &allowed, &platform, &argv, &fingerprint)?;
+
+    let stop_signal = || {
+        stops
+            .iter()
+            .find(|(_, flag)| flag.load(Ordering::Relaxed))
+            .map(|(sig, _)| *sig)
+    };
+
+    let files = create_results_dir(&mut cfg, &argv, &fingerprint)?;
+    let cfg = cfg;
+    let collect = Collect {
+        console: live_console(&cfg, &fingerprint),
+        files,
+        anomalies: Vec::new(),
+        not_recorded: 0,
+        witness_asked: cfg.switch_witness,
+        paranoid: fingerprint.knobs.perf_event_paranoid.value,
+        hardware: !cfg.event.software,
+    };
+    let (record, collect) = measure(&cfg, &stop_signal, collect, &argv, &fingerprint)?;
+    let (console, saved) = collect.save(&cfg, argv, &fingerprint, &record);
+    Ok(print_end(console, saved, &cfg))
+}
+
+/// The first SIGINT, SIGTERM, SIGHUP (the terminal or SSH session went
+/// away), SIGQUIT or SIGPIPE (our reader went away) stops the run and
+/// keeps what was measured: final run.json, verdict, exit 128 + N. A
+/// second one exits at once (not SIGPIPE: every later write to a closed
+/// pipe raises another), leaving run.json incomplete; once the final
+/// run.json is written, any of them exits with the status it holds
+/// (`engine::signal::install_stop`). A SIGHUP ignored when we start
+/// (nohup) stays ignored.
+fn install_stops() -> Result<Vec<Stop>, Stopped> {
+    let mut stops: Vec<Stop> = Vec::new();
     for sig in [
         libc::SIGINT,
         libc::SIGTERM,
@@ -484,72 +541,77 @@ fn run_command(args: &RunArgs) -> i32 {
             crate::engine::signal::install_stop(sig, Arc::clone(&flag), sig != libc::SIGPIPE);
         if let Err(e) = installed {
             errln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
-            return EXIT_CANNOT_TEST;
+            return Err(EXIT_CANNOT_TEST);
         }
         stops.push((sig, flag));
     }
-    let allowed = match kernel::allowed_cpus() {
-        Ok(cpus) => cpus,
-        Err(e) => {
-            errln!("pmustress: cannot test here: sched_getaffinity failed: {e}");
-            return EXIT_CANNOT_TEST;
-        }
-    };
-    let fingerprint = Fingerprint::collect(&kernel::machine_root());
-    let platform = event::Platform::from_fingerprint(&fingerprint);
-    // Lossy: an argument that is not UTF-8 (a --baseline path) is recorded
-    // with U+FFFD rather than panicking.
-    let argv: Vec<String> = std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let mut cfg = match RunConfig::from_args_or_refused(args, &allowed, &platform) {
+    Ok(stops)
+}
+
+/// The validated configuration, or the run refused: a usage error (2),
+/// a run this machine cannot do (125, recorded by `refuse`), or a
+/// signal queue too short for the workers (125).
+fn validate(
+    args: &RunArgs,
+    allowed: &[usize],
+    platform: &event::Platform,
+    argv: &[String],
+    fingerprint: &Fingerprint,
+) -> Result<RunConfig, Stopped> {
+    let cfg = match RunConfig::from_args_or_refused(args, allowed, platform) {
         Ok(cfg) => cfg,
         Err(Refused {
             error: e @ ConfigError::Usage { .. },
             ..
         }) => {
             errln!("error: {e}");
-            return EXIT_USAGE;
+            return Err(EXIT_USAGE);
         }
         Err(Refused {
             error: ConfigError::CannotTest(why),
             config,
-        }) => return refuse(config, &argv, &fingerprint, &why),
+        }) => return Err(refuse(config, argv, fingerprint, &why)),
     };
 
     match crate::engine::sigqueue::check_live(cfg.workers) {
         crate::engine::sigqueue::Check::Refuse(msg) => {
             errln!("pmustress: cannot test here: {msg}");
-            return EXIT_CANNOT_TEST;
+            return Err(EXIT_CANNOT_TEST);
         }
         crate::engine::sigqueue::Check::Warn(msg) => errln!("warning: {msg}"),
         crate::engine::sigqueue::Check::Ok => {}
     }
+    Ok(cfg)
+}
 
-    let stop_signal = || {
-        stops
-            .iter()
-            .find(|(_, flag)| flag.load(Ordering::Relaxed))
-            .map(|(sig, _)| *sig)
-    };
-
-    let files = match ResultsDir::create(&mut cfg, &argv, &fingerprint) {
-        Ok(files) => files,
+/// The run's results directory (`cfg.out` becomes the one claimed): an
+/// --out that is wrong is 2, one that cannot be made here 125.
+fn create_results_dir(
+    cfg: &mut RunConfig,
+    argv: &[String],
+    fingerprint: &Fingerprint,
+) -> Result<ResultsDir, Stopped> {
+    match ResultsDir::create(cfg, argv, fingerprint) {
+        Ok(files) => Ok(files),
         Err(e @ OutError::Usage(_)) => {
             errln!("error: {e}");
-            return EXIT_USAGE;
+            Err(EXIT_USAGE)
         }
         Err(e @ OutError::CannotTest(_)) => {
             errln!("pmustress: cannot test here: {e}");
-            return EXIT_CANNOT_TEST;
+            Err(EXIT_CANNOT_TEST)
         }
-    };
-    let cfg = cfg;
+    }
+}
+
+/// The live console, its opening lines queued: the machine's verdict
+/// line, the banner, and in bisect mode what a good run must show.
+fn live_console(cfg: &RunConfig, fingerprint: &Fingerprint) -> console::Console {
     // From here the run loop only queues console lines (`console`): a
     // blocked stdout never delays measuring or stopping.
-    let mut console = console::Console::new(cfg.max_anomaly_lines, console::Goal::of(&cfg));
+    let mut console = console::Console::new(cfg.max_anomaly_lines, console::Goal::of(cfg));
     console.say(fingerprint.verdict_line());
-    console.say(console::banner(&cfg));
+    console.say(console::banner(cfg));
     if let Some(b) = &cfg.bisect {
         let per_stop = b.bad_rate_per_stop.map_or_else(String::new, |r| {
             format!(" and the rate per stop below {:.3} per million", r * 1e6)
@@ -563,20 +625,23 @@ fn run_command(args: &RunArgs) -> i32 {
             b.bad_rate_source
         ));
     }
-    let mut collect = Collect {
-        console,
-        files,
-        anomalies: Vec::new(),
-        not_recorded: 0,
-        witness_asked: cfg.switch_witness,
-        paranoid: fingerprint.knobs.perf_event_paranoid.value,
-        hardware: !cfg.event.software,
-    };
-    let record = match run::run(&cfg, &stop_signal, &mut collect) {
-        Ok(record) => record,
+    console
+}
+
+/// Runs the measurement. A run that fails is 125, its cause recorded in
+/// the results directory as well as said.
+fn measure(
+    cfg: &RunConfig,
+    stop_signal: &dyn Fn() -> Option<i32>,
+    mut collect: Collect,
+    argv: &[String],
+    fingerprint: &Fingerprint,
+) -> Result<(RunRecord, Collect), Stopped> {
+    match run::run(cfg, stop_signal, &mut collect) {
+        Ok(record) => Ok((record, collect)),
         Err(e) => {
             let cause = format!("{e:#}");
-            let recorded = collect.files.abandon(&cfg, &argv, &fingerprint, &cause);
+            let recorded = collect.files.abandon(cfg, argv, fingerprint, &cause);
             let _ = collect.console.finish();
             errln!("pmustress: cannot test here: {cause}");
             if let Err(e) = recorded {
@@ -585,34 +650,74 @@ fn run_command(args: &RunArgs) -> i32 {
                     cfg.out.display()
                 );
             }
-            return EXIT_CANNOT_TEST;
+            Err(EXIT_CANNOT_TEST)
         }
-    };
-    let Collect {
-        console,
-        files,
-        anomalies,
-        not_recorded,
-        ..
-    } = collect;
-    let mut results = RunResults::new(&cfg, argv, &fingerprint, &record, anomalies, not_recorded);
-    let moved = files.moved_to();
-    if let Some(now) = &moved {
-        results.warnings.push(Warning::ResultsMoved {
-            to: now.display().to_string(),
-            from: cfg.out.display().to_string(),
-        });
     }
-    // Saved first, printed second: the verdict printed is the one on disk
-    // and the exit status (a file cut short makes "clean" inconclusive, in
-    // run.json too). Should run.json itself fail, it stays "incomplete"
-    // and the status is not 0 either.
-    let saved = files.finish(kernel::monotonic_ns(), &mut results);
-    if let Err(e) = &saved {
-        results.mark_unsaved(crate::evidence::results_dir::unsaved(&cfg.out, e));
-        // run.json is still the incomplete one: any status goes with it.
-        kernel::process::decide(results.exit_status);
+}
+
+/// A finished run's results, and whether they are all on disk.
+struct Saved {
+    results: RunResults,
+    /// Where the results directory was moved to while the run went on.
+    moved: Option<std::path::PathBuf>,
+    saved: anyhow::Result<()>,
+}
+
+impl Collect {
+    /// Saves the run's results; the console is handed back still open,
+    /// for what is printed once they are saved.
+    fn save(
+        self,
+        cfg: &RunConfig,
+        argv: Vec<String>,
+        fingerprint: &Fingerprint,
+        record: &RunRecord,
+    ) -> (console::Console, Saved) {
+        let Collect {
+            console,
+            files,
+            anomalies,
+            not_recorded,
+            ..
+        } = self;
+        let mut results = RunResults::new(cfg, argv, fingerprint, record, anomalies, not_recorded);
+        let moved = files.moved_to();
+        if let Some(now) = &moved {
+            results.warnings.push(Warning::ResultsMoved {
+                to: now.display().to_string(),
+                from: cfg.out.display().to_string(),
+            });
+        }
+        // Saved first, printed second: the verdict printed is the one on disk
+        // and the exit status (a file cut short makes "clean" inconclusive, in
+        // run.json too). Should run.json itself fail, it stays "incomplete"
+        // and the status is not 0 either.
+        let saved = files.finish(kernel::monotonic_ns(), &mut results);
+        if let Err(e) = &saved {
+            results.mark_unsaved(crate::evidence::results_dir::unsaved(&cfg.out, e));
+            // run.json is still the incomplete one: any status goes with it.
+            kernel::process::decide(results.exit_status);
+        }
+        (
+            console,
+            Saved {
+                results,
+                moved,
+                saved,
+            },
+        )
     }
+}
+
+/// Prints the end of a run (the summary, where the results are, what
+/// could not be saved or printed) and returns the exit status run.json
+/// holds.
+fn print_end(console: console::Console, saved: Saved, cfg: &RunConfig) -> i32 {
+    let Saved {
+        results,
+        moved,
+        saved,
+    } = saved;
     // The exit status is decided: only now may printing block.
     let (dropped, mut failure) = console.finish();
     let mut out = String::new();

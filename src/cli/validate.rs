@@ -211,73 +211,14 @@ impl RunConfig {
         platform: &Platform,
         refusal: &mut Option<String>,
     ) -> Result<RunConfig, ConfigError> {
-        let cpus = match &args.cpus {
-            None => allowed.to_vec(),
-            Some(crate::cli::CpuList(cpus)) => {
-                if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
-                    return Err(usage(
-                        "--cpus",
-                        format!(
-                            "CPU {bad} does not exist or is not available to this process (available: {})",
-                            format_cpus(allowed)
-                        ),
-                    ));
-                }
-                cpus.clone()
-            }
-        };
-        if cpus.is_empty() {
-            return Err(usage("--cpus", "no CPU is available to this process"));
-        }
-        // Too few CPUs named on the command line is its mistake (2); too
-        // few that this process may use (taskset, a cpuset, CPUs offline)
-        // is this machine's limit, found below (125).
-        let too_few_to_migrate = args.migrate != MigrateMode::None && cpus.len() < 2;
-        if too_few_to_migrate && args.cpus.is_some() {
-            return Err(usage(
-                "--migrate",
-                format!(
-                    "migrating needs at least 2 CPUs in --cpus (got only CPU {}); use --migrate none",
-                    format_cpus(&cpus)
-                ),
-            ));
-        }
+        let cpus = cpus(args, allowed)?;
+        let too_few_to_migrate = too_few_to_migrate(args, &cpus)?;
         let spec = args.event;
-        let period = args.period.unwrap_or_else(|| spec.default_period());
-        if spec.is_software() && period < MIN_SOFTWARE_PERIOD_NS {
-            return Err(usage(
-                "--period",
-                format!(
-                    "software clocks below {MIN_SOFTWARE_PERIOD_NS} ns livelock the worker and fill the per-user signal queue; use --period {MIN_SOFTWARE_PERIOD_NS} or more (got {period})"
-                ),
-            ));
-        }
-        if let Some(out) = args.out.as_ref().filter(|o| o.exists() && !o.is_dir()) {
-            return Err(usage(
-                "--out",
-                format!(
-                    "{} exists and is not a directory; expected a directory path",
-                    out.display()
-                ),
-            ));
-        }
-        if let Some(skid) = args.skid.filter(|&s| s >= period) {
-            return Err(usage(
-                "--skid",
-                format!(
-                    "skid {skid} (--skid) must be below the period {period}; give a smaller --skid or a larger --period"
-                ),
-            ));
-        }
+        let period = period(args)?;
+        check_out(args)?;
+        check_skid(args, period)?;
         let stress = StressDefaults::for_cpus(cpus.len());
-        let migrate_interval_ns = nanos(
-            "--migrate-interval",
-            args.migrate_interval.unwrap_or(stress.migrate_interval),
-        )?;
-        let watchdog_ns = nanos("--watchdog", args.watchdog)?;
-        if let Some(d) = args.duration {
-            nanos("--duration", d)?;
-        }
+        let (migrate_interval_ns, watchdog_ns) = durations(args, &stress)?;
         let bisect = Bisect::plan(args)?;
         // Only now what this machine can do (125): every usage error (2)
         // is found first, before any event is looked up or opened.
@@ -294,36 +235,8 @@ impl RunConfig {
                 event::ResolvedEvent::unresolved(spec)
             }
         };
-        let (skid, skid_source) = match (args.skid, event.default_skid) {
-            (Some(s), _) => (s, "--skid".to_string()),
-            (None, Some(s)) => (
-                s,
-                format!(
-                    "CPU table ({})",
-                    event.core.as_deref().unwrap_or("unknown CPU")
-                ),
-            ),
-            (None, None) if refusal.is_some() => (period / 4, "period/4 (unresolved)".to_string()),
-            (None, None) => (period / 4, "period/4 (software clock)".to_string()),
-        };
-        if skid >= period {
-            let flag = if args.skid.is_some() {
-                "--skid"
-            } else {
-                "--period"
-            };
-            return Err(usage(
-                flag,
-                format!(
-                    "skid {skid} ({skid_source}) must be below the period {period}; give a smaller --skid or a larger --period"
-                ),
-            ));
-        }
-        let duration = match (args.duration, args.interrupts, &bisect) {
-            // Bisect mode runs until its overflow budget unless told otherwise.
-            (None, None, None) => Some(Duration::from_secs(10)),
-            (d, _, _) => d,
-        };
+        let (skid, skid_source) = skid(args, &event, period, refusal.is_some())?;
+        let duration = run_length(args, bisect.as_ref());
         let interrupt_skid = match args.skid {
             Some(s) => s,
             None => event.default_interrupt_skid.unwrap_or(skid),
@@ -367,6 +280,150 @@ impl RunConfig {
             replace: args.replace,
             max_anomaly_lines: args.max_anomaly_lines,
         })
+    }
+}
+
+/// --cpus: the CPUs named, each one this process may use, or by default
+/// all it may use.
+fn cpus(args: &RunArgs, allowed: &[usize]) -> Result<Vec<usize>, ConfigError> {
+    let cpus = match &args.cpus {
+        None => allowed.to_vec(),
+        Some(crate::cli::CpuList(cpus)) => {
+            if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(usage(
+                    "--cpus",
+                    format!(
+                        "CPU {bad} does not exist or is not available to this process (available: {})",
+                        format_cpus(allowed)
+                    ),
+                ));
+            }
+            cpus.clone()
+        }
+    };
+    if cpus.is_empty() {
+        return Err(usage("--cpus", "no CPU is available to this process"));
+    }
+    Ok(cpus)
+}
+
+/// --migrate against the CPUs: whether there are too few to migrate on.
+fn too_few_to_migrate(args: &RunArgs, cpus: &[usize]) -> Result<bool, ConfigError> {
+    // Too few CPUs named on the command line is its mistake (2); too
+    // few that this process may use (taskset, a cpuset, CPUs offline)
+    // is this machine's limit, found below (125).
+    let too_few_to_migrate = args.migrate != MigrateMode::None && cpus.len() < 2;
+    if too_few_to_migrate && args.cpus.is_some() {
+        return Err(usage(
+            "--migrate",
+            format!(
+                "migrating needs at least 2 CPUs in --cpus (got only CPU {}); use --migrate none",
+                format_cpus(cpus)
+            ),
+        ));
+    }
+    Ok(too_few_to_migrate)
+}
+
+/// --period, or the event's default, held to the software-period guard.
+fn period(args: &RunArgs) -> Result<u64, ConfigError> {
+    let spec = args.event;
+    let period = args.period.unwrap_or_else(|| spec.default_period());
+    if spec.is_software() && period < MIN_SOFTWARE_PERIOD_NS {
+        return Err(usage(
+            "--period",
+            format!(
+                "software clocks below {MIN_SOFTWARE_PERIOD_NS} ns livelock the worker and fill the per-user signal queue; use --period {MIN_SOFTWARE_PERIOD_NS} or more (got {period})"
+            ),
+        ));
+    }
+    Ok(period)
+}
+
+/// --out: a directory, or nothing yet.
+fn check_out(args: &RunArgs) -> Result<(), ConfigError> {
+    if let Some(out) = args.out.as_ref().filter(|o| o.exists() && !o.is_dir()) {
+        return Err(usage(
+            "--out",
+            format!(
+                "{} exists and is not a directory; expected a directory path",
+                out.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// --skid as given: below the period.
+fn check_skid(args: &RunArgs, period: u64) -> Result<(), ConfigError> {
+    if let Some(skid) = args.skid.filter(|&s| s >= period) {
+        return Err(usage(
+            "--skid",
+            format!(
+                "skid {skid} (--skid) must be below the period {period}; give a smaller --skid or a larger --period"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// --migrate-interval (or the stress default) and --watchdog in
+/// nanoseconds; --duration is checked here too, with the others.
+fn durations(args: &RunArgs, stress: &StressDefaults) -> Result<(u64, u64), ConfigError> {
+    let migrate_interval_ns = nanos(
+        "--migrate-interval",
+        args.migrate_interval.unwrap_or(stress.migrate_interval),
+    )?;
+    let watchdog_ns = nanos("--watchdog", args.watchdog)?;
+    if let Some(d) = args.duration {
+        nanos("--duration", d)?;
+    }
+    Ok((migrate_interval_ns, watchdog_ns))
+}
+
+/// The skid and where it came from: --skid, the CPU table, or a quarter
+/// of the period; below the period either way.
+fn skid(
+    args: &RunArgs,
+    event: &event::ResolvedEvent,
+    period: u64,
+    refused: bool,
+) -> Result<(u64, String), ConfigError> {
+    let (skid, skid_source) = match (args.skid, event.default_skid) {
+        (Some(s), _) => (s, "--skid".to_string()),
+        (None, Some(s)) => (
+            s,
+            format!(
+                "CPU table ({})",
+                event.core.as_deref().unwrap_or("unknown CPU")
+            ),
+        ),
+        (None, None) if refused => (period / 4, "period/4 (unresolved)".to_string()),
+        (None, None) => (period / 4, "period/4 (software clock)".to_string()),
+    };
+    if skid >= period {
+        let flag = if args.skid.is_some() {
+            "--skid"
+        } else {
+            "--period"
+        };
+        return Err(usage(
+            flag,
+            format!(
+                "skid {skid} ({skid_source}) must be below the period {period}; give a smaller --skid or a larger --period"
+            ),
+        ));
+    }
+    Ok((skid, skid_source))
+}
+
+/// --duration, or 10 s when neither it, --interrupts nor bisect mode says
+/// how long.
+fn run_length(args: &RunArgs, bisect: Option<&Bisect>) -> Option<Duration> {
+    match (args.duration, args.interrupts, bisect) {
+        // Bisect mode runs until its overflow budget unless told otherwise.
+        (None, None, None) => Some(Duration::from_secs(10)),
+        (d, _, _) => d,
     }
 }
 

@@ -22,9 +22,6 @@ pub mod loaded_run;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod replay;
-// Exempt from the 120-line limit (src/lib.rs) while `report` is reworked on
-// another branch, which splits it; remove then.
-#[allow(clippy::too_many_lines)]
 pub mod report;
 pub mod results;
 pub mod results_dir;

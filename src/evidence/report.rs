@@ -355,153 +355,179 @@ fn provenance_line(r: &LoadedRun) -> String {
 pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) -> String {
     let md = format == OutputFormat::Markdown;
     let mut s = String::new();
-    // One fact a line: a list item in markdown, where lines of one
-    // paragraph would run together when rendered.
-    let fact = |s: &mut String, text: &str| {
-        if md {
-            wrap_into(s, text, "- ");
-        } else {
-            wrap_into(s, text, "");
-        }
-    };
     for r in runs {
-        let title = format!(
-            "{} (verdict: {}, {})",
-            r.dir.display(),
-            r.verdict(),
-            r.exit_text()
-        );
-        if md {
-            let _ = writeln!(s, "### {title}\n");
-        } else {
-            wrap_into(&mut s, &format!("== {title}"), "");
-        }
-        // What the thread asked first: how often overflows are lost, and
-        // whether any interrupt came that should not have.
-        if let Some(t) = r.run.totals() {
-            if md {
-                answers_markdown(&mut s, t);
-            } else {
-                answers_text(&mut s, t);
-            }
-        }
-        if r.run.is_self_test() {
-            fact(
-                &mut s,
-                "SELF-TEST: drops were injected on purpose (--inject-drop-every); this run proves the detector, not the machine.",
-            );
-        }
-        if r.run.config().event.software {
-            fact(&mut s, "software event: does not test the PMU.");
-        }
-        fact(&mut s, &provenance_line(r));
-        fact(&mut s, &format!("machine: {}", machine_line(r)));
-        fact(&mut s, &format!("kernel: {}", kernel_line(r)));
-        let pnmi = r.run.pseudo_nmi();
-        let verdict = pnmi.map_or("unknown", |p| p.verdict.as_str());
-        fact(&mut s, &format!("pseudo-NMI: {verdict}"));
-        for e in pnmi.iter().flat_map(|p| &p.evidence).take(2) {
-            wrap_into(
-                &mut s,
-                &format!("evidence: {e}"),
-                if md { "  - " } else { "  " },
-            );
-        }
-        let event = &r.run.config().event.description;
-        let skid = r.run.config().skid;
-        // Shown only where it differs (schema 1 had one skid for both).
-        let interrupt_skid = r.run.config().interrupt_skid;
-        let interrupt_skid = if interrupt_skid != skid {
-            format!(", interrupt skid {interrupt_skid}")
-        } else {
-            String::new()
-        };
-        fact(
-            &mut s,
-            &format!(
-                "event: {event}; period {}, skid {skid}{interrupt_skid}",
-                r.period(),
-            ),
-        );
-        if md {
-            let _ = writeln!(s, "\nreproduce:\n\n```\n{}\n```\n", r.command());
-        } else {
-            reproduce_lines(&mut s, &r.command_words());
-        }
-        if let Some(cause) = &r.run.setup_failure() {
-            fact(&mut s, &format!("the run could not start: {cause}"));
-        } else if !r.run.finished() {
-            fact(
-                &mut s,
-                "the run did not finish (killed, or still running): no totals and no verdict; anomalies.csv and the histogram logs hold what it saw",
-            );
-        }
-        if let Some(x) = r.run.results().and_then(|x| x.stress.as_ref())
-            && let Some(t) = r.run.totals().and_then(|t| t.stress.as_ref())
-        {
-            fact(&mut s, &format!("stress: {}", x.describe(t)));
-            if r.dropped() == 0 {
-                fact(
-                    &mut s,
-                    &format!("sensitivity: no drop in {}", x.sensitivity_words()),
-                );
-            }
-        }
-        if let Some(t) = r.run.totals().as_ref().filter(|t| !t.anomalies.is_empty()) {
-            let list: Vec<String> = t
-                .anomalies
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            fact(&mut s, &format!("anomaly windows: {}", list.join(", ")));
-        }
-        let warnings = r.run.warnings().iter().map(ToString::to_string);
-        let reasons = r.run.inconclusive_because().iter().map(ToString::to_string);
-        for w in warnings
-            .chain(reasons)
-            .chain(r.anomalies_note.iter().cloned())
-        {
-            fact(&mut s, &format!("note: {w}"));
-        }
+        title_block(&mut s, r, md);
+        run_facts(&mut s, r, md);
+        outcome_facts(&mut s, r, md);
         if md {
             let _ = writeln!(s);
         }
         histogram_block(&mut s, r, md);
-        if !r.anomalies.is_empty() && first_anomalies > 0 {
-            let _ = writeln!(
-                s,
-                "first {} of {} anomalies:",
-                first_anomalies.min(r.anomalies.len()),
-                r.anomaly_count
-            );
-            if md {
-                let _ = writeln!(s);
-            }
-            for a in r.anomalies.iter().take(first_anomalies) {
-                let since = a
-                    .ns_since_migration
-                    .map(|ns| format!(", {} us after migration", ns / 1000))
-                    .unwrap_or_default();
-                let gap = a
-                    .interrupt_gap
-                    .map(|g| format!(", {}", a.gap_text(g)))
-                    .unwrap_or_default();
-                let cpus = a.cpus();
-                let cpus = if cpus.is_empty() {
-                    cpus
-                } else {
-                    format!(", {cpus}")
-                };
-                let line = format!(
-                    "worker {} #{}: delta {} {} ({} missed){cpus}{since}{gap}",
-                    a.worker, a.signal_seq, a.delta, a.kind, a.overflows_missed,
-                );
-                wrap_into(&mut s, &line, if md { "- " } else { "  " });
-            }
-        }
+        anomalies_block(&mut s, r, md, first_anomalies);
         let _ = writeln!(s);
     }
     s
+}
+
+/// One fact a line: a list item in markdown, where lines of one
+/// paragraph would run together when rendered.
+fn fact(s: &mut String, md: bool, text: &str) {
+    if md {
+        wrap_into(s, text, "- ");
+    } else {
+        wrap_into(s, text, "");
+    }
+}
+
+/// The run's heading (where, verdict, exit status) and its answers.
+fn title_block(s: &mut String, r: &LoadedRun, md: bool) {
+    let title = format!(
+        "{} (verdict: {}, {})",
+        r.dir.display(),
+        r.verdict(),
+        r.exit_text()
+    );
+    if md {
+        let _ = writeln!(s, "### {title}\n");
+    } else {
+        wrap_into(s, &format!("== {title}"), "");
+    }
+    // What the thread asked first: how often overflows are lost, and
+    // whether any interrupt came that should not have.
+    if let Some(t) = r.run.totals() {
+        if md {
+            answers_markdown(s, t);
+        } else {
+            answers_text(s, t);
+        }
+    }
+}
+
+/// What was run, where and how: what kind of run, when and with which
+/// pmustress, the machine, the kernel, pseudo-NMI, the event, and the
+/// command that reproduces it.
+fn run_facts(s: &mut String, r: &LoadedRun, md: bool) {
+    if r.run.is_self_test() {
+        fact(
+            s,
+            md,
+            "SELF-TEST: drops were injected on purpose (--inject-drop-every); this run proves the detector, not the machine.",
+        );
+    }
+    if r.run.config().event.software {
+        fact(s, md, "software event: does not test the PMU.");
+    }
+    fact(s, md, &provenance_line(r));
+    fact(s, md, &format!("machine: {}", machine_line(r)));
+    fact(s, md, &format!("kernel: {}", kernel_line(r)));
+    let pnmi = r.run.pseudo_nmi();
+    let verdict = pnmi.map_or("unknown", |p| p.verdict.as_str());
+    fact(s, md, &format!("pseudo-NMI: {verdict}"));
+    for e in pnmi.iter().flat_map(|p| &p.evidence).take(2) {
+        wrap_into(s, &format!("evidence: {e}"), if md { "  - " } else { "  " });
+    }
+    let event = &r.run.config().event.description;
+    let skid = r.run.config().skid;
+    // Shown only where it differs (schema 1 had one skid for both).
+    let interrupt_skid = r.run.config().interrupt_skid;
+    let interrupt_skid = if interrupt_skid != skid {
+        format!(", interrupt skid {interrupt_skid}")
+    } else {
+        String::new()
+    };
+    fact(
+        s,
+        md,
+        &format!(
+            "event: {event}; period {}, skid {skid}{interrupt_skid}",
+            r.period(),
+        ),
+    );
+    if md {
+        let _ = writeln!(s, "\nreproduce:\n\n```\n{}\n```\n", r.command());
+    } else {
+        reproduce_lines(s, &r.command_words());
+    }
+}
+
+/// How the run went: whether it started and finished, the stress it
+/// applied, its anomaly windows, and every warning and reason it is
+/// inconclusive.
+fn outcome_facts(s: &mut String, r: &LoadedRun, md: bool) {
+    if let Some(cause) = &r.run.setup_failure() {
+        fact(s, md, &format!("the run could not start: {cause}"));
+    } else if !r.run.finished() {
+        fact(
+            s,
+            md,
+            "the run did not finish (killed, or still running): no totals and no verdict; anomalies.csv and the histogram logs hold what it saw",
+        );
+    }
+    if let Some(x) = r.run.results().and_then(|x| x.stress.as_ref())
+        && let Some(t) = r.run.totals().and_then(|t| t.stress.as_ref())
+    {
+        fact(s, md, &format!("stress: {}", x.describe(t)));
+        if r.dropped() == 0 {
+            fact(
+                s,
+                md,
+                &format!("sensitivity: no drop in {}", x.sensitivity_words()),
+            );
+        }
+    }
+    if let Some(t) = r.run.totals().as_ref().filter(|t| !t.anomalies.is_empty()) {
+        let list: Vec<String> = t
+            .anomalies
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        fact(s, md, &format!("anomaly windows: {}", list.join(", ")));
+    }
+    let warnings = r.run.warnings().iter().map(ToString::to_string);
+    let reasons = r.run.inconclusive_because().iter().map(ToString::to_string);
+    for w in warnings
+        .chain(reasons)
+        .chain(r.anomalies_note.iter().cloned())
+    {
+        fact(s, md, &format!("note: {w}"));
+    }
+}
+
+/// The first `first_anomalies` anomalies, one line each.
+fn anomalies_block(s: &mut String, r: &LoadedRun, md: bool, first_anomalies: usize) {
+    if r.anomalies.is_empty() || first_anomalies == 0 {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "first {} of {} anomalies:",
+        first_anomalies.min(r.anomalies.len()),
+        r.anomaly_count
+    );
+    if md {
+        let _ = writeln!(s);
+    }
+    for a in r.anomalies.iter().take(first_anomalies) {
+        let since = a
+            .ns_since_migration
+            .map(|ns| format!(", {} us after migration", ns / 1000))
+            .unwrap_or_default();
+        let gap = a
+            .interrupt_gap
+            .map(|g| format!(", {}", a.gap_text(g)))
+            .unwrap_or_default();
+        let cpus = a.cpus();
+        let cpus = if cpus.is_empty() {
+            cpus
+        } else {
+            format!(", {cpus}")
+        };
+        let line = format!(
+            "worker {} #{}: delta {} {} ({} missed){cpus}{since}{gap}",
+            a.worker, a.signal_seq, a.delta, a.kind, a.overflows_missed,
+        );
+        wrap_into(s, &line, if md { "- " } else { "  " });
+    }
 }
 
 /// The JSON form of a report: one object per run, its summary and, under
