@@ -6,6 +6,7 @@ together (the certain part counted, the rest ambiguous).
 
 use super::InterruptJudge;
 use super::due::Due;
+use super::rules::Class;
 use super::stops::{Stop, StopKind, lose_at_stop};
 use super::totals::{InterruptEvent, InterruptEventKind};
 
@@ -38,15 +39,6 @@ pub(super) struct Hypothesis {
 
 /// At most this many hypotheses are followed; more are merged as ambiguous.
 const MAX_HYPOTHESES: usize = 16;
-
-/// How a sample relates to its due point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Class {
-    OnTime,
-    Late,
-    /// A period or more late (by this much): the driver re-based.
-    Rebased(u64),
-}
 
 impl Tally {
     /// Books one sample; an injected one is a drop by our hand instead.

@@ -42,6 +42,7 @@ mod due;
 mod hypotheses;
 mod reset;
 mod ring_gap;
+mod rules;
 mod sample;
 mod stops;
 mod throttle;

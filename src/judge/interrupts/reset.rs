@@ -4,7 +4,7 @@ restart a period from the reset.
 */
 
 use super::InterruptJudge;
-use super::due::Due;
+use super::rules::restart_after_period;
 use super::stops::{Stop, StopKind};
 
 impl InterruptJudge {
@@ -67,10 +67,7 @@ impl InterruptJudge {
         let p = self.cfg.period;
         let restart_slack = if self.cfg.restart_at_reset { 0 } else { slack };
         for h in &mut self.hyps {
-            h.due = Due {
-                lo: p,
-                hi: p.saturating_add(restart_slack),
-            };
+            h.due = restart_after_period(p, restart_slack);
         }
         self.commit_agreed();
     }

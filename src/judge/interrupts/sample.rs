@@ -5,7 +5,10 @@ period or more late (the driver re-based), or impossible (refuted).
 
 use super::InterruptJudge;
 use super::due::Due;
-use super::hypotheses::{Class, Hypothesis, Tally, combine};
+use super::hypotheses::{Hypothesis, Tally, combine};
+use super::rules::{
+    AtStop, Class, Handled, pending_at_stop, rearm_after_raced_read, rearm_in_handler,
+};
 use super::stops::{Stop, StopKind, lose_at_stop};
 use super::totals::{InterruptEvent, InterruptEventKind};
 
@@ -31,8 +34,6 @@ impl InterruptJudge {
             return;
         }
         self.unwitnessed_stops(time_ns, cpu, Some(count));
-        let p = self.cfg.period;
-        let skid = self.cfg.interrupt_skid;
         let prev = self.prev_count;
         let event = InterruptEvent::of_sample(time_ns, cpu, count, prev, injected);
         // What the hypotheses claimed so far, should none explain this one.
@@ -48,117 +49,17 @@ impl InterruptJudge {
         while k < work.len() {
             let mut h = work[k].clone();
             k += 1;
-            if let Some((stop_lo, stop_hi)) = h.pending_stop.take() {
-                // Lost at the stop, this interrupt came after the restart:
-                // the stop was at or below its count.
-                let stop = Stop {
-                    lo: stop_lo,
-                    hi: stop_hi.min(count).max(stop_lo),
-                    kind: StopKind::Switch,
-                };
-                if !(h.due.lo <= count && count <= stop_hi) || self.cfg.irq_masked_at_stops {
-                    // Not taken before the stop finished (as an NMI would
-                    // be; an ordinary IRQ cannot be, the scheduler masks it
-                    // from the witness's read to the stop): the stop
-                    // cleared it.
-                    lose_at_stop(&mut h, p, stop, event(InterruptEventKind::Dropped, None));
-                } else if stop_lo < stop_hi {
-                    // Taken before the stop, or lost there and this is the
-                    // next overflow's interrupt: with the stop's count only
-                    // a range, the next due point after a loss (rule 2) can
-                    // lie below the stop's upper end, so both can fit:
-                    // follow the loss too.
-                    let mut lost = h.clone();
-                    lose_at_stop(&mut lost, p, stop, event(InterruptEventKind::Dropped, None));
-                    work.push(lost);
-                }
+            if let Some(lost) = self.pending_at_sample(&mut h, count, event) {
+                work.push(lost);
             }
             if count < h.due.lo {
-                match raced {
-                    // The last interrupt came a period or more late under
-                    // this explanation (the driver re-based from it), and
-                    // may have raced a read of the count: re-armed from
-                    // below its sample's count, anywhere up to this one.
-                    Some(at) if count > at && h.due == Due::exact(at.saturating_add(p)) => {
-                        h.due = Due {
-                            lo: at + 1,
-                            hi: count,
-                        }
-                    }
+                match rearm_after_raced_read(h.due, raced, count, self.cfg.period) {
+                    Some(due) => h.due = due,
                     // Under this explanation no overflow was due yet.
-                    _ => continue,
+                    None => continue,
                 }
             }
-            let late_min = count.saturating_sub(h.due.hi);
-            let late_max = count - h.due.lo;
-            let class = if h.due.unknown() {
-                // The grid moved by an unknown amount (a restart re-based at
-                // a stop we could not read): this interrupt anchors it. Its
-                // due point is in [lo, count], less than a period back
-                // unless the driver re-based again (then the next is due at
-                // count + p), so the next is due in [max(lo, count - p + 1)
-                // + p, count + p]. (Anchoring at count + p exactly took the
-                // interrupt for on time: a later interrupt taken earlier
-                // past its due point then fit no hypothesis.)
-                //
-                // A grid moved at a stop the witness missed is one loss
-                // and a re-base, or (rule 2 each time) one loss per grid
-                // point up to this interrupt's: at most (count - lo) / p + 2
-                // with lo two periods past the first lost one. The loss
-                // booked is certain; the rest may have been, so ambiguous.
-                h.tally.ambiguous += (count - h.due.lo) / p + 1;
-                // A period or more past the lowest due point it can have,
-                // it may be the driver's re-base in the handler (rule 1):
-                // its next due point, count + p, is inside the range below
-                // either way, so no record tells. Booked on time, maybe
-                // re-based: booked on time alone, those re-bases fit no
-                // explanation's count (with no witness at all, pseudo-NMI
-                // on: the driver re-based 48 times in the handler, the
-                // judge had 45 as some explanation's).
-                let may_rebase = count - h.due.lo >= p;
-                h.due = Due {
-                    lo: h
-                        .due
-                        .lo
-                        .max((count + 1).saturating_sub(p))
-                        .saturating_add(p),
-                    hi: count.saturating_add(p),
-                };
-                h.tally.late_maybe_rebased += u64::from(may_rebase);
-                Class::OnTime
-            } else if late_min >= p {
-                h.due = Due::exact(count.saturating_add(p));
-                Class::Rebased(late_min)
-            } else if late_max < p {
-                if h.due.lo == h.due.hi {
-                    h.tally.latencies.push(late_max);
-                }
-                // Its due point is at or before its count.
-                h.due.hi = h.due.hi.min(count);
-                h.due = h.due.plus(p);
-                if late_min > skid {
-                    Class::Late
-                } else {
-                    Class::OnTime
-                }
-            } else {
-                // A period late under some due points in range, not under
-                // others: follow both.
-                let mut rebased = h.clone();
-                rebased.due = Due::exact(count.saturating_add(p));
-                rebased
-                    .tally
-                    .claim(Class::Rebased(late_max), injected, event);
-                next.push(rebased);
-                h.due = Due {
-                    lo: h.due.lo.max(count - p + 1),
-                    hi: h.due.hi,
-                }
-                .plus(p);
-                Class::Late
-            };
-            h.tally.claim(class, injected, event);
-            next.push(h);
+            self.claim_sample(h, count, injected, event, &mut next);
         }
         // The overflow NMI ran inside or right after a task-context read of
         // the count (this sample is at or below that read's count), where it
@@ -169,7 +70,8 @@ impl InterruptJudge {
         // interrupt came 3,095 events before this sample's count plus the
         // period, which no grid explained, and a hypothesis without the loss
         // was refuted by it. So the next sample may come before a
-        // hypothesis's due point (see above) instead of refuting it.
+        // hypothesis's due point (`rearm_after_raced_read`) instead of
+        // refuting it.
         self.raced_sample = self.nmi_may_have_raced_a_read(count).then_some(count);
         self.read_since_sample = None;
         self.hyps = next;
@@ -181,6 +83,95 @@ impl InterruptJudge {
         }
         self.prev_count = Some(count);
         self.commit_agreed();
+    }
+
+    /// Under `h`, an overflow pending at a stop before this interrupt at
+    /// `count`: lost there (`h` then re-armed by the restart), or this its
+    /// interrupt taken before the stop finished. Where both fit, `h` is
+    /// the taken one and the lost one is returned, to be followed too.
+    fn pending_at_sample(
+        &self,
+        h: &mut Hypothesis,
+        count: u64,
+        event: impl Fn(InterruptEventKind, Option<u64>) -> InterruptEvent,
+    ) -> Option<Hypothesis> {
+        let (stop_lo, stop_hi) = h.pending_stop.take()?;
+        let p = self.cfg.period;
+        // Lost at the stop, this interrupt came after the restart:
+        // the stop was at or below its count.
+        let stop = Stop {
+            lo: stop_lo,
+            hi: stop_hi.min(count).max(stop_lo),
+            kind: StopKind::Switch,
+        };
+        let masked = self.cfg.irq_masked_at_stops;
+        match pending_at_stop(h.due, stop_lo, stop_hi, count, masked) {
+            AtStop::Lost => {
+                lose_at_stop(h, p, stop, event(InterruptEventKind::Dropped, None));
+                None
+            }
+            AtStop::TakenOrLost => {
+                let mut lost = h.clone();
+                lose_at_stop(&mut lost, p, stop, event(InterruptEventKind::Dropped, None));
+                Some(lost)
+            }
+            AtStop::Taken => None,
+        }
+    }
+
+    /// Books the interrupt at `count` under `h` (its due point at or below
+    /// `count`) and follows where the handler's re-arm put the next due
+    /// point into `out`: one hypothesis, or two where the due range leaves
+    /// open whether it was a period late.
+    fn claim_sample(
+        &self,
+        mut h: Hypothesis,
+        count: u64,
+        injected: bool,
+        event: impl Fn(InterruptEventKind, Option<u64>) -> InterruptEvent + Copy,
+        out: &mut Vec<Hypothesis>,
+    ) {
+        let p = self.cfg.period;
+        let class = match rearm_in_handler(h.due, count, p, self.cfg.interrupt_skid) {
+            Handled::Anchored {
+                next,
+                maybe_lost,
+                may_rebase,
+            } => {
+                h.tally.ambiguous += maybe_lost;
+                h.due = next;
+                // Booked on time, maybe re-based (see `rearm_in_handler`).
+                h.tally.late_maybe_rebased += u64::from(may_rebase);
+                Class::OnTime
+            }
+            Handled::Rebased { lateness, next } => {
+                h.due = next;
+                Class::Rebased(lateness)
+            }
+            Handled::Kept {
+                class,
+                next,
+                lateness,
+            } => {
+                h.tally.latencies.extend(lateness);
+                h.due = next;
+                class
+            }
+            Handled::Either {
+                lateness,
+                rebased,
+                kept,
+            } => {
+                let mut r = h.clone();
+                r.due = rebased;
+                r.tally.claim(Class::Rebased(lateness), injected, event);
+                out.push(r);
+                h.due = kept;
+                Class::Late
+            }
+        };
+        h.tally.claim(class, injected, event);
+        out.push(h);
     }
 
     /// The overflow interrupt may be an NMI (not masked where the kernel

@@ -6,8 +6,8 @@ DISABLE.
 */
 
 use super::InterruptJudge;
-use super::due::Due;
 use super::hypotheses::Hypothesis;
+use super::rules::restart_after_loss;
 use super::totals::{InterruptEvent, InterruptEventKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,21 +233,7 @@ pub(super) fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: Interr
         h.due = h.due.plus(p);
         return;
     }
-    if stop.lo >= h.due.hi.saturating_add(p) {
-        // Rule 1: a whole period past the due point; re-based.
-        h.tally.rebased_at_restart += 1;
-        h.due = Due {
-            lo: stop.lo.saturating_add(p),
-            hi: stop.hi.saturating_add(p),
-        };
-    } else if stop.hi < h.due.lo.saturating_add(p) {
-        // Rule 2: the grid is kept.
-        h.due = h.due.plus(p);
-    } else {
-        // Rule 1 or 2 depending on where in [lo, hi] the stop was.
-        h.due = Due {
-            lo: h.due.lo.saturating_add(p),
-            hi: stop.hi.saturating_add(p),
-        };
-    }
+    let restart = restart_after_loss(h.due, stop.lo, stop.hi, p);
+    h.tally.rebased_at_restart += u64::from(restart.rebased);
+    h.due = restart.due;
 }
