@@ -248,3 +248,306 @@ pub(super) fn pending_at_stop(
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 1_000;
+
+    /// `armpmu_event_set_period` as the driver writes it, at `count` with
+    /// the overflow due at `due`: `left` is what is still to count, the
+    /// counter is programmed to overflow `left` events from `count`. The
+    /// next due point, and whether rule 1 (re-base) ran.
+    fn set_period(due: u64, count: u64, period: u64) -> (u64, bool) {
+        let period = i64::try_from(period).unwrap();
+        let mut left = i64::try_from(due).unwrap() - i64::try_from(count).unwrap();
+        let rebased = if left <= -period {
+            left = period;
+            true
+        } else if left <= 0 {
+            left += period;
+            false
+        } else {
+            false
+        };
+        (count + u64::try_from(left).unwrap(), rebased)
+    }
+
+    fn due(lo: u64, hi: u64) -> Due {
+        Due { lo, hi }
+    }
+
+    #[test]
+    fn the_reference_follows_the_driver_rules() {
+        // left = 0: rule 2, a period after the due point.
+        assert_eq!(set_period(5_000, 5_000, P), (6_000, false));
+        // left = -(period - 1): still rule 2.
+        assert_eq!(set_period(5_000, 5_999, P), (6_000, false));
+        // left = -period: rule 1, a period after the count.
+        assert_eq!(set_period(5_000, 6_000, P), (7_000, true));
+        assert_eq!(set_period(5_000, 7_234, P), (8_234, true));
+    }
+
+    #[test]
+    fn a_loss_at_the_due_point_keeps_the_grid() {
+        // The task stopped exactly at the due point (left = 0): rule 2.
+        let r = restart_after_loss(Due::exact(5_000), 5_000, 5_000, P);
+        assert_eq!(r.due, Due::exact(6_000));
+        assert!(!r.rebased);
+    }
+
+    #[test]
+    fn a_loss_less_than_a_period_past_keeps_the_grid() {
+        let r = restart_after_loss(Due::exact(5_000), 5_999, 5_999, P);
+        assert_eq!(r.due, Due::exact(6_000));
+        assert!(!r.rebased);
+    }
+
+    #[test]
+    fn a_loss_a_whole_period_past_re_bases_at_the_restart() {
+        // left = -period: rule 1, the next is due a period after the stop.
+        let r = restart_after_loss(Due::exact(5_000), 6_000, 6_000, P);
+        assert_eq!(r.due, Due::exact(7_000));
+        assert!(r.rebased);
+        let r = restart_after_loss(Due::exact(5_000), 6_500, 6_500, P);
+        assert_eq!(r.due, Due::exact(7_500));
+        assert!(r.rebased);
+    }
+
+    #[test]
+    fn a_loss_at_exact_counts_is_the_driver_s_restart() {
+        for d in [1_000, 5_000, 123_457] {
+            for stop in d..=d + 3 * P {
+                let r = restart_after_loss(Due::exact(d), stop, stop, P);
+                let (next, rebased) = set_period(d, stop, P);
+                assert_eq!(
+                    (r.due, r.rebased),
+                    (Due::exact(next), rebased),
+                    "{d} {stop}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_loss_at_a_stop_known_to_a_range_covers_both_rules() {
+        // Stopped somewhere in [5,500, 6,500]: rule 2 below 6,000 (next
+        // 6,000), rule 1 from it (next a period past the stop, up to 7,500).
+        let r = restart_after_loss(Due::exact(5_000), 5_500, 6_500, P);
+        assert_eq!(r.due, due(6_000, 7_500));
+        assert!(!r.rebased);
+        for stop in 5_500..=6_500 {
+            let (next, _) = set_period(5_000, stop, P);
+            assert!(r.due.lo <= next && next <= r.due.hi, "{stop}: {next}");
+        }
+        // A due range, the stop below a period past all of it: rule 2 for
+        // each due point, the grid kept.
+        let r = restart_after_loss(due(5_000, 5_200), 5_100, 5_150, P);
+        assert_eq!(r.due, due(6_000, 6_200));
+        assert!(!r.rebased);
+        // A period past every due point in range: rule 1 for each.
+        let r = restart_after_loss(due(5_000, 5_200), 6_200, 6_300, P);
+        assert_eq!(r.due, due(7_200, 7_300));
+        assert!(r.rebased);
+    }
+
+    #[test]
+    fn the_restart_after_period_is_a_period_past_the_reset() {
+        // PERIOD sets period_left to 0: rule 2 from the restart.
+        assert_eq!(restart_after_period(10_000, 0), Due::exact(10_000));
+        assert_eq!(restart_after_period(10_000, 1_000), due(10_000, 11_000));
+    }
+
+    #[test]
+    fn an_interrupt_within_the_skid_is_on_time_and_keeps_the_grid() {
+        assert_eq!(
+            rearm_in_handler(Due::exact(1_000), 1_010, P, 10),
+            Handled::Kept {
+                class: Class::OnTime,
+                next: Due::exact(2_000),
+                lateness: Some(10),
+            }
+        );
+    }
+
+    #[test]
+    fn an_interrupt_past_the_skid_is_late_and_keeps_the_grid() {
+        assert_eq!(
+            rearm_in_handler(Due::exact(1_000), 1_011, P, 10),
+            Handled::Kept {
+                class: Class::Late,
+                next: Due::exact(2_000),
+                lateness: Some(11),
+            }
+        );
+        // A period less one late: left = -(period - 1), still rule 2.
+        assert_eq!(
+            rearm_in_handler(Due::exact(1_000), 1_999, P, 10),
+            Handled::Kept {
+                class: Class::Late,
+                next: Due::exact(2_000),
+                lateness: Some(999),
+            }
+        );
+    }
+
+    #[test]
+    fn an_interrupt_a_period_late_re_bases_in_the_handler() {
+        // left = -period: rule 1, the next a period after the interrupt.
+        assert_eq!(
+            rearm_in_handler(Due::exact(1_000), 2_000, P, 10),
+            Handled::Rebased {
+                lateness: 1_000,
+                next: Due::exact(3_000),
+            }
+        );
+        assert_eq!(
+            rearm_in_handler(Due::exact(1_000), 3_300, P, 10),
+            Handled::Rebased {
+                lateness: 2_300,
+                next: Due::exact(4_300),
+            }
+        );
+    }
+
+    #[test]
+    fn the_handler_at_exact_counts_is_the_driver_s_re_arm() {
+        for d in [1_000, 7_777] {
+            for count in d..=d + 3 * P {
+                let (next, rebased) = set_period(d, count, P);
+                let got = match rearm_in_handler(Due::exact(d), count, P, 10) {
+                    Handled::Kept { next, lateness, .. } => {
+                        assert_eq!(lateness, Some(count - d));
+                        (next, false)
+                    }
+                    Handled::Rebased { lateness, next } => {
+                        assert_eq!(lateness, count - d);
+                        (next, true)
+                    }
+                    other => panic!("{d} {count}: {other:?}"),
+                };
+                assert_eq!(got, (Due::exact(next), rebased), "{d} {count}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_interrupt_against_a_due_range() {
+        // Less than a period past every due point: the next due point is
+        // a period past the due points at or below the count; on time by
+        // the earliest lateness; no lateness to record.
+        assert_eq!(
+            rearm_in_handler(due(1_000, 1_100), 1_050, P, 10),
+            Handled::Kept {
+                class: Class::OnTime,
+                next: due(2_000, 2_050),
+                lateness: None,
+            }
+        );
+        assert_eq!(
+            rearm_in_handler(due(1_000, 1_100), 1_150, P, 10),
+            Handled::Kept {
+                class: Class::Late,
+                next: due(2_000, 2_100),
+                lateness: None,
+            }
+        );
+        // A period past every due point: rule 1 whichever it was.
+        assert_eq!(
+            rearm_in_handler(due(1_000, 1_100), 2_100, P, 10),
+            Handled::Rebased {
+                lateness: 1_000,
+                next: Due::exact(3_100),
+            }
+        );
+        // Due at or below 1,200: a period late, rule 1 (next 3,200); due
+        // in [1,201, 1,500]: rule 2 (next 2,201..2,500).
+        assert_eq!(
+            rearm_in_handler(due(1_000, 1_500), 2_200, P, 10),
+            Handled::Either {
+                lateness: 1_200,
+                rebased: Due::exact(3_200),
+                kept: due(2_201, 2_500),
+            }
+        );
+        for d in 1_000..=1_500 {
+            let (next, rebased) = set_period(d, 2_200, P);
+            assert_eq!(rebased, d <= 1_200, "{d}");
+            assert!(rebased || (2_201..=2_500).contains(&next), "{d}: {next}");
+        }
+    }
+
+    #[test]
+    fn an_interrupt_anchors_a_grid_moved_by_an_unknown_amount() {
+        // Due somewhere from 4,000 on; at 5,000 the due point was in
+        // [4,000, 5,000]. Rule 2 from (4,000, 5,000] puts the next in
+        // [5,001, 6,000]; rule 1 from 4,000 (a period back) at 6,000.
+        assert_eq!(
+            rearm_in_handler(due(4_000, u64::MAX), 5_000, P, 10),
+            Handled::Anchored {
+                next: due(5_001, 6_000),
+                maybe_lost: 2,
+                may_rebase: true,
+            }
+        );
+        for d in 4_000..=5_000 {
+            let (next, rebased) = set_period(d, 5_000, P);
+            assert_eq!(rebased, d == 4_000);
+            assert!((5_001..=6_000).contains(&next), "{d}: {next}");
+        }
+        // Less than a period past the lowest due point: never rule 1.
+        assert_eq!(
+            rearm_in_handler(due(4_000, u64::MAX), 4_999, P, 10),
+            Handled::Anchored {
+                next: due(5_000, 5_999),
+                maybe_lost: 1,
+                may_rebase: false,
+            }
+        );
+    }
+
+    #[test]
+    fn an_interrupt_below_its_due_point_fits_only_after_a_raced_read() {
+        // The last interrupt at 5,000 re-based (next due 6,000) and may have
+        // raced a read: the driver re-armed anywhere up to this interrupt.
+        assert_eq!(
+            rearm_after_raced_read(Due::exact(6_000), Some(5_000), 5_500, P),
+            Some(due(5_001, 5_500))
+        );
+        // Not past the raced sample, not on the grid it re-based to, or no
+        // race: no overflow was due.
+        assert_eq!(
+            rearm_after_raced_read(Due::exact(6_000), Some(5_000), 5_000, P),
+            None
+        );
+        assert_eq!(
+            rearm_after_raced_read(Due::exact(6_001), Some(5_000), 5_500, P),
+            None
+        );
+        assert_eq!(
+            rearm_after_raced_read(Due::exact(6_000), None, 5_500, P),
+            None
+        );
+    }
+
+    #[test]
+    fn an_overflow_pending_at_a_stop_is_lost_unless_an_nmi_took_it() {
+        let d = Due::exact(2_000);
+        // The next interrupt at the stop's count, due before it: an NMI
+        // took it before the stop cleared the overflow flag.
+        assert_eq!(
+            pending_at_stop(d, 2_050, 2_050, 2_050, false),
+            AtStop::Taken
+        );
+        // An ordinary IRQ is masked from the witness's read to the stop.
+        assert_eq!(pending_at_stop(d, 2_050, 2_050, 2_050, true), AtStop::Lost);
+        // Past the stop, or below the due point: not the pending one.
+        assert_eq!(pending_at_stop(d, 2_050, 2_050, 3_010, false), AtStop::Lost);
+        assert_eq!(pending_at_stop(d, 2_050, 2_050, 1_999, false), AtStop::Lost);
+        // The stop's count only a range: taken, or lost and this the next.
+        assert_eq!(
+            pending_at_stop(d, 2_050, 2_300, 2_100, false),
+            AtStop::TakenOrLost
+        );
+    }
+}
