@@ -45,6 +45,8 @@ mod ring_gap;
 mod rules;
 mod sample;
 mod stops;
+#[cfg(test)]
+mod tests;
 mod throttle;
 mod totals;
 mod unwitnessed;
