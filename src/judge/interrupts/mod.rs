@@ -28,13 +28,15 @@ grid is re-anchored: the run is then inconclusive, never silently judged.
 Software clocks have no such grid (an hrtimer re-arms on time, and skips
 periods when it fires late); their gaps are timer skips, never drops.
 
-One file per concept, each adding to `InterruptJudge` what its records
-need: `totals` (what the judgement counts and reports), `due` (where the
-next overflow is due), `hypotheses` (the explanations followed, merged
-and combined), `sample` (an interrupt's record), `stops` (a context
-switch, our own reads, the final DISABLE), `unwitnessed` (stops no record
-shows), `reset` (reset mode's PERIOD), `throttle`, `ring_gap` (LOST
-records) and `count_wrap` (the kernel's 2^32 count jumps).
+One file per concept: `rules` holds the driver's rules above as pure
+functions on due ranges, and the others add to `InterruptJudge` what
+their records need: `totals` (what the judgement counts and reports),
+`due` (where the next overflow is due), `hypotheses` (the explanations
+followed, merged and combined), `sample` (an interrupt's record), `stops`
+(a context switch, our own reads, the final DISABLE), `unwitnessed`
+(stops no record shows), `reset` (reset mode's PERIOD), `throttle`,
+`ring_gap` (LOST records) and `count_wrap` (the kernel's 2^32 count
+jumps).
 */
 
 mod count_wrap;
