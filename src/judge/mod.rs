@@ -25,9 +25,6 @@ where in the period they fell: what a clean verdict survived.
 */
 
 pub mod deliveries;
-// Exempt from the 120-line limit (src/lib.rs) while it is split by concept
-// on another branch (its `sample` handler is the long one); remove then.
-#[allow(clippy::too_many_lines)]
 pub mod interrupts;
 pub mod kinds;
 #[cfg(feature = "testkit")]

@@ -1,0 +1,256 @@
+/*!
+An interrupt's sample record: under each explanation, on time, late, a
+period or more late (the driver re-based), or impossible (refuted).
+*/
+
+use super::InterruptJudge;
+use super::due::Due;
+use super::hypotheses::{Hypothesis, Tally, combine};
+use super::rules::{
+    AtStop, Class, Handled, pending_at_stop, rearm_after_raced_read, rearm_in_handler,
+};
+use super::stops::{Stop, StopKind, lose_at_stop};
+use super::totals::{InterruptEvent, InterruptEventKind};
+
+impl InterruptJudge {
+    /// One interrupt (sample record). `injected`: we discard it on purpose,
+    /// as if its interrupt had never come (the driver's grid still moves
+    /// with it: it did handle it).
+    pub fn sample(&mut self, time_ns: u64, cpu: u32, count: u64, injected: bool) {
+        if injected {
+            self.totals.injected += 1;
+        } else {
+            self.totals.samples += 1;
+        }
+        if self.cfg.software {
+            self.software_sample(time_ns, cpu, count, injected);
+            return;
+        }
+        if std::mem::take(&mut self.ring_gap) {
+            self.reanchor_after_ring_gap(time_ns, count);
+        }
+        if let Some(stops) = self.wrap_stops.take() {
+            self.anchor_after_wrap(time_ns, cpu, count, stops, injected);
+            return;
+        }
+        self.unwitnessed_stops(time_ns, cpu, Some(count));
+        let prev = self.prev_count;
+        let event = InterruptEvent::of_sample(time_ns, cpu, count, prev, injected);
+        // What the hypotheses claimed so far, should none explain this one.
+        let before: Vec<Tally> = if self.hyps.len() > 1 {
+            self.hyps.iter().map(|h| h.tally.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let raced = self.raced_sample.take();
+        let mut next = Vec::with_capacity(self.hyps.len() + 1);
+        let mut work = std::mem::take(&mut self.hyps);
+        let mut k = 0;
+        while k < work.len() {
+            let mut h = work[k].clone();
+            k += 1;
+            if let Some(lost) = self.pending_at_sample(&mut h, count, event) {
+                work.push(lost);
+            }
+            if count < h.due.lo {
+                match rearm_after_raced_read(h.due, raced, count, self.cfg.period) {
+                    Some(due) => h.due = due,
+                    // Under this explanation no overflow was due yet.
+                    None => continue,
+                }
+            }
+            self.claim_sample(h, count, injected, event, &mut next);
+        }
+        // The overflow NMI ran inside or right after a task-context read of
+        // the count (this sample is at or below that read's count), where it
+        // can race the read's update of the count: seeing the count's delta
+        // but not period_left's, the driver re-arms off the grid (its
+        // `irq_unhandled`), and the count it writes in the sample is not the
+        // one it re-armed at. Measured on the oracle kernel: the next
+        // interrupt came 3,095 events before this sample's count plus the
+        // period, which no grid explained, and a hypothesis without the loss
+        // was refuted by it. So the next sample may come before a
+        // hypothesis's due point (`rearm_after_raced_read`) instead of
+        // refuting it.
+        self.raced_sample = self.nmi_may_have_raced_a_read(count).then_some(count);
+        self.read_since_sample = None;
+        self.hyps = next;
+        if self.hyps.is_empty() {
+            if !before.is_empty() {
+                self.commit(combine(before));
+            }
+            self.unexplained(time_ns, cpu, count, prev);
+        }
+        self.prev_count = Some(count);
+        self.commit_agreed();
+    }
+
+    /// Under `h`, an overflow pending at a stop before this interrupt at
+    /// `count`: lost there (`h` then re-armed by the restart), or this its
+    /// interrupt taken before the stop finished. Where both fit, `h` is
+    /// the taken one and the lost one is returned, to be followed too.
+    fn pending_at_sample(
+        &self,
+        h: &mut Hypothesis,
+        count: u64,
+        event: impl Fn(InterruptEventKind, Option<u64>) -> InterruptEvent,
+    ) -> Option<Hypothesis> {
+        let (stop_lo, stop_hi) = h.pending_stop.take()?;
+        let p = self.cfg.period;
+        // Lost at the stop, this interrupt came after the restart:
+        // the stop was at or below its count.
+        let stop = Stop {
+            lo: stop_lo,
+            hi: stop_hi.min(count).max(stop_lo),
+            kind: StopKind::Switch,
+        };
+        let masked = self.cfg.irq_masked_at_stops;
+        match pending_at_stop(h.due, stop_lo, stop_hi, count, masked) {
+            AtStop::Lost => {
+                lose_at_stop(h, p, stop, event(InterruptEventKind::Dropped, None));
+                None
+            }
+            AtStop::TakenOrLost => {
+                let mut lost = h.clone();
+                lose_at_stop(&mut lost, p, stop, event(InterruptEventKind::Dropped, None));
+                Some(lost)
+            }
+            AtStop::Taken => None,
+        }
+    }
+
+    /// Books the interrupt at `count` under `h` (its due point at or below
+    /// `count`) and follows where the handler's re-arm put the next due
+    /// point into `out`: one hypothesis, or two where the due range leaves
+    /// open whether it was a period late.
+    fn claim_sample(
+        &self,
+        mut h: Hypothesis,
+        count: u64,
+        injected: bool,
+        event: impl Fn(InterruptEventKind, Option<u64>) -> InterruptEvent + Copy,
+        out: &mut Vec<Hypothesis>,
+    ) {
+        let p = self.cfg.period;
+        let class = match rearm_in_handler(h.due, count, p, self.cfg.interrupt_skid) {
+            Handled::Anchored {
+                next,
+                maybe_lost,
+                may_rebase,
+            } => {
+                h.tally.ambiguous += maybe_lost;
+                h.due = next;
+                // Booked on time, maybe re-based (see `rearm_in_handler`).
+                h.tally.late_maybe_rebased += u64::from(may_rebase);
+                Class::OnTime
+            }
+            Handled::Rebased { lateness, next } => {
+                h.due = next;
+                Class::Rebased(lateness)
+            }
+            Handled::Kept {
+                class,
+                next,
+                lateness,
+            } => {
+                h.tally.latencies.extend(lateness);
+                h.due = next;
+                class
+            }
+            Handled::Either {
+                lateness,
+                rebased,
+                kept,
+            } => {
+                let mut r = h.clone();
+                r.due = rebased;
+                r.tally.claim(Class::Rebased(lateness), injected, event);
+                out.push(r);
+                h.due = kept;
+                Class::Late
+            }
+        };
+        h.tally.claim(class, injected, event);
+        out.push(h);
+    }
+
+    /// The overflow interrupt may be an NMI (not masked where the kernel
+    /// reads the count) and the count moves in kernel mode, and this
+    /// sample's count is at or below a read since the last sample: the NMI
+    /// came during or after that read's update of the count. Counting user
+    /// mode only, the count stands still across the read, and the race
+    /// leaves a late interrupt, which the judge takes as one.
+    fn nmi_may_have_raced_a_read(&self, count: u64) -> bool {
+        !self.cfg.irq_masked_at_stops
+            && self.cfg.include_kernel
+            && self.read_since_sample.is_some_and(|read| count <= read)
+    }
+
+    fn software_sample(&mut self, time_ns: u64, cpu: u32, count: u64, injected: bool) {
+        let p = self.cfg.period;
+        let prev = self.prev_count;
+        let mut t = Tally::default();
+        t.claim(
+            Class::OnTime,
+            injected,
+            InterruptEvent::of_sample(time_ns, cpu, count, prev, injected),
+        );
+        if let Some(prev) = prev {
+            // The hrtimer fires a period of task time apart; a gap of k
+            // periods is k - 1 periods it skipped.
+            let k = (count.saturating_sub(prev) + p / 2) / p;
+            if k >= 2 {
+                self.totals.timer_skips += k - 1;
+                self.events.push(InterruptEvent {
+                    kind: InterruptEventKind::TimerSkip,
+                    time_ns,
+                    cpu,
+                    count,
+                    prev_count: Some(prev),
+                    overflows: k - 1,
+                    stop_count: None,
+                    lateness: None,
+                    injected: false,
+                });
+            }
+        }
+        self.prev_count = Some(count);
+        self.commit(t);
+    }
+
+    /// One hypothesis from an interrupt at `count` whose own due point is
+    /// unknown: at most a period back, unless it was re-based (then the
+    /// next is a period on), so the next is due in [count + 1, count + p].
+    pub(super) fn anchor_on(&mut self, count: u64) {
+        let p = self.cfg.period;
+        self.hyps = vec![Hypothesis {
+            due: Due {
+                lo: count.saturating_add(1),
+                hi: count.saturating_add(p),
+            },
+            pending_stop: None,
+            tally: Tally::default(),
+        }];
+    }
+
+    fn unexplained(&mut self, time_ns: u64, cpu: u32, count: u64, prev: Option<u64>) {
+        self.totals.unexplained += 1;
+        self.totals.overflows += 1;
+        // Not booked by any hypothesis: it is an interrupt all the same.
+        self.events.push(InterruptEvent {
+            kind: InterruptEventKind::Unexplained,
+            time_ns,
+            cpu,
+            count,
+            prev_count: prev,
+            overflows: 1,
+            stop_count: None,
+            lateness: None,
+            injected: false,
+        });
+        // Its own due point is unknown. Anchoring at count + p exactly
+        // took it for on time: if it was late, the next sample fell before
+        // that and was unexplained too, and so on.
+        self.anchor_on(count);
+    }
+}

@@ -1,0 +1,244 @@
+//! Small hand-written streams through `InterruptJudge`, each totals asserted
+//! whole: every field not named must stay 0.
+
+use super::{InterruptEvent, InterruptEventKind, InterruptJudge, InterruptTotals};
+use crate::domain::RearmMode;
+use crate::judge::JudgeConfig;
+
+const P: u64 = 1_000;
+/// How far past its due point an interrupt may be and be on time.
+const SKID: u64 = 10;
+
+/// Free mode, user-mode counting, every stop witnessed with its count, the
+/// PMU interrupt an NMI (it may still be taken before a stop clears it).
+fn cfg() -> JudgeConfig {
+    JudgeConfig::new(P, P / 10, SKID, RearmMode::Free)
+}
+
+fn events(j: &mut InterruptJudge) -> Vec<InterruptEvent> {
+    let mut out = Vec::new();
+    j.take_events(&mut out);
+    out
+}
+
+#[test]
+fn an_interrupt_within_the_skid_is_on_time() {
+    let mut j = InterruptJudge::new(cfg());
+    // The first overflow is due a period in.
+    j.sample(1, 0, 1_005, false);
+    assert_eq!(j.due_point(), Some(2_000));
+    j.final_stop(2, Some(1_500));
+    let want = InterruptTotals {
+        samples: 1,
+        on_time: 1,
+        overflows: 1,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+    assert_eq!((j.latency().len(), j.latency().max()), (1, 5));
+    assert_eq!(events(&mut j), []);
+}
+
+#[test]
+fn an_interrupt_past_the_skid_is_late_and_keeps_the_grid() {
+    let mut j = InterruptJudge::new(cfg());
+    j.sample(1, 0, 1_500, false);
+    // Rule 2: the next a period after the due point, not the interrupt.
+    assert_eq!(j.due_point(), Some(2_000));
+    j.sample(2, 0, 2_003, false);
+    j.final_stop(3, Some(2_100));
+    let want = InterruptTotals {
+        samples: 2,
+        on_time: 1,
+        late: 1,
+        overflows: 2,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+    assert_eq!((j.latency().min(), j.latency().max()), (3, 500));
+}
+
+#[test]
+fn an_interrupt_a_period_late_is_a_re_base_in_the_handler() {
+    let mut j = InterruptJudge::new(cfg());
+    // Due at 1,000, taken at 2,300: left = -1,300 <= -period, rule 1.
+    j.sample(1, 0, 2_300, false);
+    assert_eq!(j.due_point(), Some(3_300));
+    j.sample(2, 0, 3_305, false);
+    j.final_stop(3, Some(3_400));
+    let want = InterruptTotals {
+        samples: 2,
+        on_time: 1,
+        rebased_in_handler: 1,
+        overflows: 2,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+    let e = events(&mut j);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        (e[0].kind, e[0].count, e[0].lateness),
+        (InterruptEventKind::RebasedInHandler, 2_300, Some(1_300))
+    );
+}
+
+#[test]
+fn a_loss_at_a_witnessed_stop_keeps_the_grid_by_rule_2() {
+    let mut j = InterruptJudge::new(cfg());
+    j.sample(1, 0, 1_005, false);
+    // Stopped at 2,100 with the overflow due at 2,000 pending; the next
+    // interrupt is past the stop, so the stop cleared it. The restart
+    // finds left = -100: rule 2, the next due at 3,000.
+    j.stop(2, 0, Some(2_100));
+    j.sample(3, 1, 3_010, false);
+    assert_eq!(j.due_point(), Some(4_000));
+    j.final_stop(4, Some(3_100));
+    let want = InterruptTotals {
+        samples: 2,
+        on_time: 2,
+        dropped: 1,
+        stops: 1,
+        overflows: 3,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+    let e = events(&mut j);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        (e[0].kind, e[0].count, e[0].prev_count),
+        (InterruptEventKind::Dropped, 3_010, Some(1_005))
+    );
+}
+
+#[test]
+fn a_loss_a_period_past_its_due_point_re_bases_at_the_restart() {
+    let mut j = InterruptJudge::new(cfg());
+    j.sample(1, 0, 1_005, false);
+    // Stopped at 3,100, due 2,000: left = -1,100 <= -period, rule 1 at the
+    // restart, the next due a period after the stop.
+    j.stop(2, 0, Some(3_100));
+    j.sample(3, 1, 4_105, false);
+    assert_eq!(j.due_point(), Some(5_100));
+    j.final_stop(4, Some(4_200));
+    let want = InterruptTotals {
+        samples: 2,
+        on_time: 2,
+        dropped: 1,
+        rebased_at_restart: 1,
+        stops: 1,
+        overflows: 3,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+}
+
+#[test]
+fn a_loss_at_the_final_stop() {
+    let mut j = InterruptJudge::new(cfg());
+    j.sample(1, 0, 1_005, false);
+    j.final_stop(2, Some(2_500));
+    let want = InterruptTotals {
+        samples: 1,
+        on_time: 1,
+        dropped: 1,
+        dropped_at_final_stop: 1,
+        overflows: 2,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+}
+
+/// Stopped at 2,050 with the overflow due at 2,000 pending, and the next
+/// interrupt at 2,050: the stop's count, counting user mode only. The final
+/// stop is there too, so no due point can be pending at it.
+fn pending_then_taken(irq_masked_at_stops: bool) -> InterruptJudge {
+    let mut c = cfg();
+    c.irq_masked_at_stops = irq_masked_at_stops;
+    let mut j = InterruptJudge::new(c);
+    j.sample(1, 0, 1_005, false);
+    j.stop(2, 0, Some(2_050));
+    j.sample(3, 0, 2_050, false);
+    j.final_stop(4, Some(2_050));
+    j
+}
+
+#[test]
+fn an_overflow_pending_at_a_stop_taken_by_an_nmi_is_no_loss() {
+    // An NMI took it before the stop cleared it: 50 late, the grid kept.
+    let j = pending_then_taken(false);
+    let want = InterruptTotals {
+        samples: 2,
+        on_time: 1,
+        late: 1,
+        stops: 1,
+        overflows: 2,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+}
+
+#[test]
+fn an_ordinary_irq_cannot_take_an_overflow_pending_at_a_stop() {
+    // Masked from the witness's read to the stop, so the stop cleared it
+    // and the next is due at 3,000: nothing explains an interrupt at
+    // 2,050, and the grid is anchored on it.
+    let j = pending_then_taken(true);
+    let want = InterruptTotals {
+        samples: 2,
+        on_time: 1,
+        unexplained: 1,
+        stops: 1,
+        overflows: 2,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+}
+
+/// No witness records stops: interrupts at 1,000, `anchor` and `after`
+/// (period 1,000). Between 1,000 and `anchor` a stop may have lost the
+/// overflow due at 2,000, its restart re-basing or later stops losing more:
+/// the grid moved by an unknown amount, from 4,000 at the lowest (a loss at
+/// 2,000, a re-base, the next at least two periods on). `after` less than a
+/// period past `anchor` refutes every explanation that kept the grid.
+fn unwitnessed(anchor: u64, after: u64) -> InterruptTotals {
+    let mut c = cfg();
+    c.stops_unseen = true;
+    let mut j = InterruptJudge::new(c);
+    j.sample(1, 0, 1_000, false);
+    j.sample(2, 0, anchor, false);
+    j.sample(3, 0, after, false);
+    j.final_stop(4, Some(after + 100));
+    j.totals().clone()
+}
+
+#[test]
+fn an_interrupt_anchoring_an_unknown_grid_a_period_past_its_lowest_due_point_may_be_a_re_base() {
+    // 5,000 is a period past 4,000: it may be the driver's re-base in the
+    // handler, booked on time and counted in `late_maybe_rebased`. The
+    // move proves one loss; the due points at 3,000 and 4,000 (up to the
+    // anchor's, at most a period back) may have been lost too.
+    let want = InterruptTotals {
+        samples: 3,
+        on_time: 3,
+        late_maybe_rebased: 1,
+        dropped: 1,
+        ambiguous: 2,
+        overflows: 6,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(unwitnessed(5_000, 5_500), want);
+}
+
+#[test]
+fn an_interrupt_anchoring_an_unknown_grid_less_than_a_period_past_is_no_re_base() {
+    // 4,999 is less than a period past 4,000: never rule 1.
+    let want = InterruptTotals {
+        samples: 3,
+        on_time: 3,
+        dropped: 1,
+        ambiguous: 1,
+        overflows: 5,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(unwitnessed(4_999, 5_499), want);
+}
