@@ -28,9 +28,8 @@ the kernel. `engine::run`'s watchdog makes the one `unsafe` call outside
 them (`Kernel::disable_by_number`, a DISABLE by fd number).
 */
 
-// No function over 120 lines (clippy.toml's threshold; each module still
-// allowed says why where it is declared), and no `pub` item the crate's
-// API cannot reach.
+// No function over 120 lines (clippy.toml's threshold, with no module
+// exempt), and no `pub` item the crate's API cannot reach.
 #![warn(clippy::too_many_lines, unreachable_pub)]
 
 /// One line to stderr, a failure to write it ignored: `eprintln!` panics
