@@ -1045,3 +1045,23 @@ fn watchdog_says_when_workers_outnumber_the_cpus() {
         "{why}"
     );
 }
+
+/// A pass judges for its budget, reading the clock every
+/// `JUDGE_CLOCK_EVERY` observations, and the end judges without one: a
+/// pass that judged its whole backlog starved the rings and the duration
+/// check whenever judging was slower than the workers.
+#[test]
+fn a_pass_judges_until_its_budget_is_spent() {
+    let now = std::cell::Cell::new(0u64);
+    // Each reading of the clock finds 1 ms more gone.
+    let clock = || {
+        now.set(now.get() + 1_000_000);
+        now.get()
+    };
+    let mut budget = JudgeBudget::new(&clock, Some(3_000_000));
+    let judged = (0..10_000).take_while(|_| !budget.spent()).count();
+    // Read at 1, 2, 3 ms: spent at the third reading.
+    assert_eq!(judged, 3 * JUDGE_CLOCK_EVERY as usize - 1);
+    let mut unbounded = JudgeBudget::new(&clock, None);
+    assert!((0..10_000).all(|_| !unbounded.spent()));
+}
