@@ -348,10 +348,13 @@ fn tight_signal_queue_warns_with_the_numbers_and_runs() {
         // Enough for a verdict: 299 overflows bound the rate below 1%.
         "--interrupts",
         "200",
+        "--out",
     ]);
+    let run_dir = dir.path().join("run");
+    cmd.arg(&run_dir);
     let out = with_sigpending(&mut cmd, 31).output().unwrap();
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}{}", text(&out.stdout));
+    clean_unless_too_few_stops(&out, &run_dir);
     assert!(
         stderr.starts_with(
             "warning: the realtime signal queue is tight: RLIMIT_SIGPENDING (ulimit -i) is 31 and this user has "
@@ -362,7 +365,36 @@ fn tight_signal_queue_warns_with_the_numbers_and_runs() {
         stderr.contains("less than 32 for 2 workers x 16 in the worst case"),
         "{stderr}"
     );
-    assert!(text(&out.stdout).contains("verdict: clean"));
+}
+
+/// Clean, unless the run witnessed fewer stops than a clean verdict needs
+/// (a loaded machine stops the workers less: the suite's other tests beside
+/// it left 223 in one run where 299 were needed): then inconclusive for that
+/// reason alone. Which one, the run's own stops decide.
+fn clean_unless_too_few_stops(out: &std::process::Output, run_dir: &std::path::Path) {
+    let stdout = text(&out.stdout);
+    let run = crate::util::read_json(run_dir);
+    let stops = run["totals"]["interrupts"]["stops"]
+        .as_u64()
+        .expect("stops");
+    let needed = run["judge"]["stops_needed"].as_u64().expect("stops_needed");
+    if stops >= needed {
+        assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+        assert!(stdout.contains("verdict: clean"), "{stdout}");
+    } else {
+        assert_eq!(
+            out.status.code(),
+            Some(125),
+            "{stdout}{}",
+            text(&out.stderr)
+        );
+        let reasons = run["inconclusive_because"].as_array().expect("reasons");
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert!(
+            reasons[0].as_str().unwrap().starts_with("not enough stops"),
+            "{reasons:?}"
+        );
+    }
 }
 
 // ------------------------------------------------- software guard, watchdog
@@ -584,32 +616,7 @@ fn unprivileged_user_runs_user_only_and_is_told_what_include_kernel_needs() {
     let mut args = base.to_vec();
     args.extend(["--out", "as-nobody"]);
     let out = as_nobody(&bin, &args);
-    let stdout = text(&out.stdout);
-    // Clean, unless the run witnessed fewer stops than a clean verdict needs
-    // (a loaded machine stops the workers less): then inconclusive for that
-    // reason alone. Which one, the run's own stops decide.
-    let run = crate::util::read_json(&dir.path().join("as-nobody"));
-    let stops = run["totals"]["interrupts"]["stops"]
-        .as_u64()
-        .expect("stops");
-    let needed = run["judge"]["stops_needed"].as_u64().expect("stops_needed");
-    if stops >= needed {
-        assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-        assert!(stdout.contains("verdict: clean"), "{stdout}");
-    } else {
-        assert_eq!(
-            out.status.code(),
-            Some(125),
-            "{stdout}{}",
-            text(&out.stderr)
-        );
-        let reasons = run["inconclusive_because"].as_array().expect("reasons");
-        assert_eq!(reasons.len(), 1, "{reasons:?}");
-        assert!(
-            reasons[0].as_str().unwrap().starts_with("not enough stops"),
-            "{reasons:?}"
-        );
-    }
+    clean_unless_too_few_stops(&out, &dir.path().join("as-nobody"));
 
     let mut args = base.to_vec();
     args.push("--include-kernel");
