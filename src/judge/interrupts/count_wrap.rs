@@ -19,17 +19,7 @@ impl InterruptJudge {
         self.totals.count_wraps += 1;
         self.read_since_sample = None;
         self.raced_sample = None;
-        self.events.push(InterruptEvent {
-            kind: InterruptEventKind::CountWrap,
-            time_ns,
-            cpu,
-            count: self.prev_count.unwrap_or(0),
-            prev_count: self.prev_count,
-            overflows: 0,
-            stop_count: None,
-            lateness: None,
-            injected: false,
-        });
+        self.note_at_last_sample(InterruptEventKind::CountWrap, time_ns, cpu, 0);
         if self.cfg.software || self.wrap_stops.is_some() {
             return;
         }

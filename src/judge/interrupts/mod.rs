@@ -143,6 +143,28 @@ impl InterruptJudge {
         self.totals.overflows
     }
 
+    /// An event of no sample of its own (a throttle, a ring gap, a count
+    /// wrap), placed at the last sample's count.
+    fn note_at_last_sample(
+        &mut self,
+        kind: InterruptEventKind,
+        time_ns: u64,
+        cpu: u32,
+        overflows: u64,
+    ) {
+        self.events.push(InterruptEvent {
+            kind,
+            time_ns,
+            cpu,
+            count: self.prev_count.unwrap_or(0),
+            prev_count: self.prev_count,
+            overflows,
+            stop_count: None,
+            lateness: None,
+            injected: false,
+        });
+    }
+
     /// Merges hypotheses in the same state and commits what they all claim.
     fn commit_agreed(&mut self) {
         self.merge();

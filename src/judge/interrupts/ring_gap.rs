@@ -5,7 +5,7 @@ dropped.
 */
 
 use super::InterruptJudge;
-use super::totals::{InterruptEvent, InterruptEventKind};
+use super::totals::InterruptEventKind;
 
 impl InterruptJudge {
     /// The ring lost `lost` records: samples or stops up to the next sample
@@ -13,17 +13,7 @@ impl InterruptJudge {
     pub fn lost(&mut self, time_ns: u64, lost: u64) {
         self.totals.lost_records += lost;
         self.ring_gap = true;
-        self.events.push(InterruptEvent {
-            kind: InterruptEventKind::RecordsLost,
-            time_ns,
-            cpu: u32::MAX,
-            count: self.prev_count.unwrap_or(0),
-            prev_count: self.prev_count,
-            overflows: lost,
-            stop_count: None,
-            lateness: None,
-            injected: false,
-        });
+        self.note_at_last_sample(InterruptEventKind::RecordsLost, time_ns, u32::MAX, lost);
     }
 
     /// After a LOST record: samples (or stops) are missing up to `count`.

@@ -4,7 +4,7 @@ not handled) and of the switch witness (stops not recorded).
 */
 
 use super::InterruptJudge;
-use super::totals::{InterruptEvent, InterruptEventKind};
+use super::totals::InterruptEventKind;
 
 impl InterruptJudge {
     pub fn throttle(&mut self, time_ns: u64, witness: bool) {
@@ -14,17 +14,7 @@ impl InterruptJudge {
             return;
         }
         self.totals.throttled += 1;
-        self.events.push(InterruptEvent {
-            kind: InterruptEventKind::Throttled,
-            time_ns,
-            cpu: u32::MAX,
-            count: self.prev_count.unwrap_or(0),
-            prev_count: self.prev_count,
-            overflows: 0,
-            stop_count: None,
-            lateness: None,
-            injected: false,
-        });
+        self.note_at_last_sample(InterruptEventKind::Throttled, time_ns, u32::MAX, 0);
     }
 
     pub fn unthrottle(&mut self, witness: bool) {
