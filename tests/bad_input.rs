@@ -65,6 +65,12 @@ const BAD: &[(&[&str], &str)] = &[
         &["--inject-drop-every", "99999999999999999999"],
         "--inject-drop-every",
     ),
+    (&["--max-count-rate", "0"], "--max-count-rate"),
+    (&["--max-count-rate", "-1G"], "--max-count-rate"),
+    (&["--max-count-rate", "fast"], "--max-count-rate"),
+    (&["--max-count-rate", "1T"], "--max-count-rate"),
+    (&["--max-count-rate", "1e9"], "--max-count-rate"),
+    (&["--max-count-rate", "99999999G"], "--max-count-rate"),
     (&["--max-anomaly-lines", "-1"], "--max-anomaly-lines"),
     (&["--max-anomaly-lines", "x"], "--max-anomaly-lines"),
     // Durations: negative, zero, scientific, beyond what a Duration holds.

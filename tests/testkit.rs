@@ -171,7 +171,7 @@ fn a_run_without_the_count_witness_says_how_to_get_it_before_measuring() {
     script.witness_opens = false;
     let out = run_scripted(script, &["--duration", "100ms"], &out_dir);
     let stdout = crate::util::unwrapped(&text(&out.stdout));
-    let note = "note: event stops were witnessed without their counts (--switch-witness times): a gap across a stop may stay ambiguous; the kernel refused the count witness (perf_event_paranoid 2, no CAP_PERFMON): for the exact verdict run as root or after `sudo sysctl kernel.perf_event_paranoid=1`";
+    let note = "note: event stops were witnessed without their counts (--switch-witness times): a gap across a stop may stay ambiguous (--max-count-rate, e.g. the CPU's highest frequency for cycles, lets the stops' times bound their counts); the kernel refused the count witness (perf_event_paranoid 2, no CAP_PERFMON): for the exact verdict run as root or after `sudo sysctl kernel.perf_event_paranoid=1`";
     let at = stdout
         .find(note)
         .unwrap_or_else(|| panic!("no live note in:\n{stdout}"));

@@ -155,6 +155,8 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         software: args.software,
         include_kernel: args.include_kernel,
         inject_drop_every: args.inject_drop_every.unwrap_or(0),
+        irq_masked_at_stops: args.irq_masked_at_stops,
+        max_count_rate: args.max_count_rate.unwrap_or(0),
         ..JudgeConfig::new(
             period,
             args.skid.unwrap_or(0),
@@ -414,6 +416,8 @@ struct Collect {
     witness_asked: SwitchWitness,
     paranoid: Option<i64>,
     hardware: bool,
+    /// `--max-count-rate` was given.
+    rate_bounded: bool,
 }
 
 impl run::Observer for Collect {
@@ -423,6 +427,7 @@ impl run::Observer for Collect {
                 witnesses.iter().copied(),
                 self.witness_asked,
                 self.paranoid,
+                self.rate_bounded,
             )
         {
             self.console.say(format!("note: {w}"));
@@ -508,6 +513,7 @@ fn run_steps(args: &RunArgs) -> Result<i32, Stopped> {
         anomalies: Vec::new(),
         not_recorded: 0,
         witness_asked: cfg.switch_witness,
+        rate_bounded: cfg.max_count_rate.is_some(),
         paranoid: fingerprint.knobs.perf_event_paranoid.value,
         hardware: !cfg.event.software,
     };

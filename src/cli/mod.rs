@@ -180,6 +180,17 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_positive)]
     pub inject_drop_every: Option<u64>,
 
+    /// A bare stream whose PMU interrupt is an ordinary IRQ (arm64 without
+    /// pseudo-NMI): an overflow pending at a stop is lost there, never
+    /// taken before it.
+    #[arg(long)]
+    pub irq_masked_at_stops: bool,
+
+    /// A bare stream's bound on the count rate, events per second (as
+    /// `run --max-count-rate`).
+    #[arg(long, value_name = "RATE", allow_hyphen_values = true, value_parser = parse_count_rate)]
+    pub max_count_rate: Option<u64>,
+
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
 }
@@ -291,6 +302,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "HOW", value_enum, default_value_t = SwitchWitness::Auto)]
     pub switch_witness: SwitchWitness,
 
+    /// A bound on the event's count rate, events per second (e.g. 1G: QEMU's
+    /// emulated PMU counts cycles at 1 GHz of its virtual clock; for cycles
+    /// on hardware, the CPU's highest frequency). With a time-only switch
+    /// witness it bounds each stop's count from the records' times, so
+    /// losses the times decide are dropped and not ambiguous. Checked
+    /// against every two samples: a run where the count rose faster is
+    /// inconclusive.
+    #[arg(long, value_name = "RATE", allow_hyphen_values = true, value_parser = parse_count_rate)]
+    pub max_count_rate: Option<u64>,
+
     /// free: one fixed period, deltas of read() values; reset: rr-style
     /// DISABLE, RESET, PERIOD, ENABLE after every signal.
     #[arg(long, value_enum, default_value_t = RearmMode::Free)]
@@ -384,6 +405,34 @@ fn parse_positive(s: &str) -> Result<u64, String> {
         )),
         Ok(n) => Ok(n),
     }
+}
+
+/// Events per second: a whole number, or a number with k, M or G (1.5G).
+fn parse_count_rate(s: &str) -> Result<u64, String> {
+    let bad = || {
+        format!(
+            "expected events per second above 0, a whole number or with k, M or G (e.g. 1G, 3.2G), got {s:?}"
+        )
+    };
+    let (num, unit) = match s.strip_suffix(['k', 'K']) {
+        Some(n) => (n, 1e3),
+        None => match s.strip_suffix('M') {
+            Some(n) => (n, 1e6),
+            None => match s.strip_suffix('G') {
+                Some(n) => (n, 1e9),
+                None => (s, 1.0),
+            },
+        },
+    };
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let rate = (v * unit).round();
+    if !(1.0..=1e15).contains(&rate) {
+        return Err(bad());
+    }
+    Ok(rate as u64)
 }
 
 fn parse_workers(s: &str) -> Result<usize, String> {

@@ -264,6 +264,7 @@ impl RunConfig {
             include_kernel: args.include_kernel,
             pmu_irq_maskable: platform.pmu_irq_maskable,
             switch_witness: args.switch_witness,
+            max_count_rate: args.max_count_rate,
             mode: args.mode,
             inject_drop_every: args.inject_drop_every,
             watchdog_ns,

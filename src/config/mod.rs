@@ -83,6 +83,9 @@ pub struct RunConfig {
     /// had no witness).
     #[serde(default = "crate::domain::no_switch_witness")]
     pub switch_witness: SwitchWitness,
+    /// `--max-count-rate`: events per second the event cannot exceed.
+    #[serde(default)]
+    pub max_count_rate: Option<u64>,
     pub mode: RearmMode,
     pub inject_drop_every: Option<u64>,
     pub watchdog_ns: u64,
@@ -159,6 +162,7 @@ impl RunConfig {
             inject_drop_every: self.inject_drop_every.unwrap_or(0),
             stops_unseen: self.switch_witness == crate::domain::SwitchWitness::None
                 && !self.event.software,
+            max_count_rate: self.max_count_rate.unwrap_or(0),
             stops_needed: crate::judge::stats::trials_to_bound(
                 crate::domain::MIN_EVIDENCE_RATE,
                 crate::domain::CONFIDENCE,

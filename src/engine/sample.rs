@@ -222,15 +222,16 @@ fn parse_one(kind: u32, misc: u16, rec: &[u8], ids: &RingIds) -> Parsed {
             .map(|(lost, time_ns)| Observation::Lost { time_ns, lost }),
         // Only sample_id: pid/tid, time, cpu, identifier.
         sys::PERF_RECORD_SWITCH => {
-            if misc & MISC_SWITCH_OUT == 0 {
-                return Parsed::Skip { by_event: true };
-            }
+            let out = misc & MISC_SWITCH_OUT != 0;
             u64_at(rec, 16)
                 .zip(u32_at(rec, 24))
-                .map(|(time_ns, cpu)| Observation::Stop {
-                    time_ns,
-                    cpu,
-                    count: None,
+                .map(|(time_ns, cpu)| match out {
+                    true => Observation::Stop {
+                        time_ns,
+                        cpu,
+                        count: None,
+                    },
+                    false => Observation::Start { time_ns, cpu },
                 })
         }
         _ => None,
@@ -304,6 +305,10 @@ pub fn encode(rec: &Observation, ids: &RingIds) -> Vec<u8> {
             count: None,
         } => {
             header(&mut b, sys::PERF_RECORD_SWITCH, MISC_SWITCH_OUT, 40);
+            sample_id(&mut b, time_ns, cpu, ids.event);
+        }
+        Observation::Start { time_ns, cpu } => {
+            header(&mut b, sys::PERF_RECORD_SWITCH, 0, 40);
             sample_id(&mut b, time_ns, cpu, ids.event);
         }
         Observation::Throttle { time_ns, witness }
@@ -428,7 +433,7 @@ mod tests {
     }
 
     #[test]
-    fn switch_ins_are_skipped_and_strangers_are_garbled() {
+    fn switch_ins_are_starts_and_strangers_are_garbled() {
         let mut bytes = encode(
             &Observation::Stop {
                 time_ns: 5,
@@ -439,6 +444,7 @@ mod tests {
         );
         // The same record as a switch-in.
         bytes[4..6].copy_from_slice(&0u16.to_ne_bytes());
+        let start = bytes.clone();
         // A sample of an event that is not ours.
         let stranger = RingIds {
             event: 99,
@@ -457,7 +463,8 @@ mod tests {
         let mut out = Vec::new();
         let mut ring = RingState::new(1 << 20);
         assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), other.len());
-        assert!(out.is_empty());
+        assert_eq!(out, [Observation::Start { time_ns: 5, cpu: 0 }]);
+        assert_eq!(start, encode(&out[0], &IDS));
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub struct Settings {
     pub bisect_stops_needed: Option<u64>,
     /// `--switch-witness` as asked (what the workers got is in `RunSide`).
     pub asked_witness: SwitchWitness,
+    /// `--max-count-rate` was given: time-only stops have bounded counts.
+    pub count_rate_bounded: bool,
 }
 
 impl Settings {
@@ -75,6 +77,7 @@ impl Settings {
             stops_needed: cfg.judge_config().stops_needed,
             bisect_stops_needed: cfg.bisect.as_ref().map(|b| b.stops_needed),
             asked_witness: cfg.switch_witness,
+            count_rate_bounded: cfg.max_count_rate.is_some(),
         }
     }
 
@@ -91,6 +94,7 @@ impl Settings {
             stops_needed: cfg.stops_needed,
             bisect_stops_needed: None,
             asked_witness: SwitchWitness::Counts,
+            count_rate_bounded: cfg.max_count_rate > 0,
         }
     }
 }
@@ -216,6 +220,8 @@ pub enum Reason {
         expected_coincidences: f64,
     },
     Unexplained(u64),
+    /// `--max-count-rate` did not hold.
+    CountRateExceeded(u64),
     LostRecords(u64),
     UnmatchedSignals(u64),
     WrongThread(u64),
@@ -258,6 +264,7 @@ impl Reason {
                 | Reason::NotEnoughStops { .. }
                 | Reason::Ambiguous { .. }
                 | Reason::Unexplained(_)
+                | Reason::CountRateExceeded(_)
                 | Reason::LostRecords(_)
                 | Reason::UnmatchedSignals(_)
                 | Reason::WrongThread(_)
@@ -292,6 +299,11 @@ impl fmt::Display for Reason {
             Reason::Unexplained(n) => write!(
                 f,
                 "{n} kernel sample records fit no driver behaviour (see the unexplained anomalies)"
+            ),
+            Reason::CountRateExceeded(n) => write!(
+                f,
+                "{n} {} rose faster than --max-count-rate allows: the bound is wrong for this event, and what it decided of time-only stops cannot stand; run without it, or with the event's true bound",
+                plural(*n, "count", "counts"),
             ),
             Reason::LostRecords(n) => write!(
                 f,
@@ -383,6 +395,8 @@ pub enum Warning {
         used: SwitchWitness,
         asked: SwitchWitness,
         paranoid: Option<i64>,
+        /// `--max-count-rate` was given.
+        rate_bounded: bool,
     },
     /// The results directory was moved or replaced while the run wrote it.
     ResultsMoved {
@@ -470,11 +484,18 @@ impl fmt::Display for Warning {
                 used,
                 asked,
                 paranoid,
+                rate_bounded,
             } => {
-                let what = if *used == SwitchWitness::None {
-                    "event stops were not witnessed (--switch-witness none): an overflow lost at a stop leaves the gap of an interrupt a period late, so such gaps stay ambiguous"
-                } else {
-                    "event stops were witnessed without their counts (--switch-witness times): a gap across a stop may stay ambiguous"
+                let what = match (used, rate_bounded) {
+                    (SwitchWitness::None, _) => {
+                        "event stops were not witnessed (--switch-witness none): an overflow lost at a stop leaves the gap of an interrupt a period late, so such gaps stay ambiguous"
+                    }
+                    (_, true) => {
+                        "event stops were witnessed without their counts (--switch-witness times), bounded by their times and --max-count-rate: a gap across a stop the bound leaves open stays ambiguous"
+                    }
+                    (_, false) => {
+                        "event stops were witnessed without their counts (--switch-witness times): a gap across a stop may stay ambiguous (--max-count-rate, e.g. the CPU's highest frequency for cycles, lets the stops' times bound their counts)"
+                    }
                 };
                 f.write_str(what)?;
                 if *asked == SwitchWitness::Auto {
@@ -557,8 +578,9 @@ fn reasons(e: &Evidence, s: &Settings) -> Vec<Reason> {
     }
     // A software clock loses no interrupt a hole could hide.
     let lost_records = if s.software { 0 } else { i.lost_records };
-    let counted: [Counted; 5] = [
+    let counted: [Counted; 6] = [
         (i.unexplained, Reason::Unexplained),
+        (i.count_rate_exceeded, Reason::CountRateExceeded),
         (lost_records, Reason::LostRecords),
         (d.unmatched, Reason::UnmatchedSignals),
         (d.wrong_thread, Reason::WrongThread),
@@ -696,6 +718,7 @@ fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
                 side.workers.iter().map(|w| w.switch_witness),
                 s.asked_witness,
                 side.perf_event_paranoid,
+                s.count_rate_bounded,
             )
         {
             w.push(warning);
@@ -712,6 +735,7 @@ pub fn stops_not_witnessed(
     used: impl IntoIterator<Item = SwitchWitness>,
     asked: SwitchWitness,
     paranoid: Option<i64>,
+    rate_bounded: bool,
 ) -> Option<Warning> {
     let used = used
         .into_iter()
@@ -721,6 +745,7 @@ pub fn stops_not_witnessed(
         used,
         asked,
         paranoid,
+        rate_bounded,
     })
 }
 

@@ -102,6 +102,16 @@ pub struct JudgeConfig {
     /// (False in runs recorded before: replay judges them as they were.)
     #[serde(default)]
     pub stops_unseen: bool,
+    /// A bound on the event's count rate, in events per second of
+    /// CLOCK_MONOTONIC (`--max-count-rate`; 0: none known). A stop recorded
+    /// with its time only (`--switch-witness times`) then has its count
+    /// bounded by the samples' counts and times around it: up to the last
+    /// sample's count plus the most the event can count in between
+    /// (counting user mode only), and at least the next sample's count less
+    /// the most it can count after the stop. Never assumed: the run checks
+    /// it between every two samples and is inconclusive where it fails.
+    #[serde(default)]
+    pub max_count_rate: u64,
 }
 
 impl JudgeConfig {
@@ -120,6 +130,7 @@ impl JudgeConfig {
             stops_needed: 0,
             restart_at_reset: true,
             stops_unseen: false,
+            max_count_rate: 0,
         }
     }
 }

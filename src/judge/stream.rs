@@ -51,6 +51,14 @@ pub enum Observation {
         cpu: u32,
         count: Option<u64>,
     },
+    /// The thread was switched in (PERF_RECORD_SWITCH, the time-only
+    /// witness): the kernel restarts the event before it writes this, and
+    /// counting user mode only the event counted nothing from its stop to
+    /// here.
+    Start {
+        time_ns: u64,
+        cpu: u32,
+    },
     /// THROTTLE/UNTHROTTLE of the overflow event (`witness` false) or of
     /// the context-switch witness (`witness` true: stops go unrecorded
     /// until it is unthrottled).
@@ -122,6 +130,7 @@ impl Observation {
             Observation::Sample { time_ns, .. }
             | Observation::Stop { time_ns, .. }
             | Observation::Resume { time_ns, .. }
+            | Observation::Start { time_ns, .. }
             | Observation::Throttle { time_ns, .. }
             | Observation::Unthrottle { time_ns, .. }
             | Observation::Lost { time_ns, .. }
@@ -140,6 +149,7 @@ impl Observation {
             Observation::Sample { .. }
                 | Observation::Stop { .. }
                 | Observation::Resume { .. }
+                | Observation::Start { .. }
                 | Observation::Throttle { .. }
                 | Observation::Unthrottle { .. }
                 | Observation::Lost { .. }
@@ -180,6 +190,7 @@ impl fmt::Display for Row {
                 cpu,
                 count,
             } => write!(f, "{w},resume,{time_ns},{cpu},{count},"),
+            Observation::Start { time_ns, cpu } => write!(f, "{w},start,{time_ns},{cpu},,"),
             Observation::Throttle { time_ns, witness } => {
                 let kind = if witness {
                     "witness-throttle"
@@ -290,6 +301,10 @@ impl FromStr for Row {
                 time_ns,
                 cpu: cpu32(cpu)?,
                 count: num("value", value)?,
+            },
+            "start" => Observation::Start {
+                time_ns,
+                cpu: cpu32(cpu)?,
             },
             "throttle" | "witness-throttle" => Observation::Throttle {
                 time_ns,
@@ -408,6 +423,10 @@ mod tests {
                 time_ns: 11,
                 cpu: 2,
                 count: 77,
+            },
+            Observation::Start {
+                time_ns: 11,
+                cpu: 3,
             },
             Observation::Move {
                 time_ns: 12,

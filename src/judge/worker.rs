@@ -200,6 +200,7 @@ impl StreamJudge {
             }
             // Every stop before it was at or below its count.
             Observation::Resume { count, .. } => self.interrupts.count_read(count),
+            Observation::Start { time_ns, .. } => self.interrupts.start(time_ns),
             Observation::Throttle { time_ns, witness } => {
                 self.interrupts.throttle(time_ns, witness);
                 if !witness {

@@ -21,6 +21,7 @@ fn settings() -> Settings {
         stops_needed: 0,
         bisect_stops_needed: None,
         asked_witness: SwitchWitness::Auto,
+        count_rate_bounded: false,
     }
 }
 

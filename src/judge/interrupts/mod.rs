@@ -34,11 +34,13 @@ their records need: `totals` (what the judgement counts and reports),
 `due` (where the next overflow is due), `hypotheses` (the explanations
 followed, merged and combined), `sample` (an interrupt's record), `stops`
 (a context switch, our own reads, the final DISABLE), `unwitnessed`
-(stops no record shows), `reset` (reset mode's PERIOD), `throttle`,
+(stops no record shows), `count_rate` (a time-only stop's count
+bounded by the event's count rate), `reset` (reset mode's PERIOD), `throttle`,
 `ring_gap` (LOST records) and `count_wrap` (the kernel's 2^32 count
 jumps).
 */
 
+mod count_rate;
 mod count_wrap;
 mod due;
 mod hypotheses;
@@ -88,6 +90,8 @@ pub struct InterruptJudge {
     raced_sample: Option<u64>,
     /// Settled events not yet taken by the caller.
     events: Vec<InterruptEvent>,
+    /// The records' times, for bounding time-only stops (`count_rate`).
+    clock: count_rate::Clock,
 }
 
 impl InterruptJudge {
@@ -110,6 +114,7 @@ impl InterruptJudge {
             ring_gap: false,
             wrap_stops: None,
             events: Vec::new(),
+            clock: count_rate::Clock::default(),
         }
     }
 

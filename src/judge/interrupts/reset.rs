@@ -17,6 +17,7 @@ impl InterruptJudge {
     /// only a lower bound of it).
     pub fn reset(&mut self, time_ns: u64, read: u64, at_stop: Option<u64>) {
         let last_sample = self.prev_count.take();
+        self.forget_last_sample();
         // The count starts again from 0: reads before say nothing of the
         // samples after.
         self.read_since_sample = None;

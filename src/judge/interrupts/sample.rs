@@ -26,14 +26,20 @@ impl InterruptJudge {
             self.software_sample(time_ns, cpu, count, injected);
             return;
         }
+        self.note_time(time_ns);
         if std::mem::take(&mut self.ring_gap) {
+            // The gap may hide samples after the last stop: its bound
+            // is not this sample's.
+            self.forget_stop_since_sample();
             self.reanchor_after_ring_gap(time_ns, count);
         }
         if let Some(stops) = self.wrap_stops.take() {
+            self.forget_stop_since_sample();
             self.anchor_after_wrap(time_ns, cpu, count, stops, injected);
             return;
         }
         self.unwitnessed_stops(time_ns, cpu, Some(count));
+        self.sample_bounds_stops(time_ns, count);
         let prev = self.prev_count;
         let event = InterruptEvent::of_sample(time_ns, cpu, count, prev, injected);
         // What the hypotheses claimed so far, should none explain this one.

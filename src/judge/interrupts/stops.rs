@@ -37,6 +37,8 @@ impl InterruptJudge {
         if self.cfg.software {
             return;
         }
+        self.note_time(time_ns);
+        self.switched_out(time_ns);
         if self.ring_gap {
             // After a LOST record and before the next sample, an overflow
             // due by this stop may have had its sample in the gap: not a
@@ -68,7 +70,10 @@ impl InterruptJudge {
         self.unwitnessed_stops(time_ns, cpu, count);
         let Some(count) = count else {
             self.totals.stops_without_count += 1;
-            self.stop_unknown(time_ns, cpu, true, None);
+            // Its time bounds its count where the count rate is bounded.
+            let at_most = self.time_only_stop_at_most(time_ns);
+            self.stop_unknown(time_ns, cpu, true, at_most);
+            self.time_only_stop(time_ns);
             return;
         };
         self.note_read(count);

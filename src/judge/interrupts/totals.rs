@@ -68,6 +68,12 @@ pub struct InterruptTotals {
     /// point, so its lateness is unknown; the grid is anchored on it.
     #[serde(default)]
     pub after_count_wrap: u64,
+    /// Samples whose count rose from the sample before it faster than
+    /// `--max-count-rate` allows (or whose time-bounded stop left no
+    /// explanation): the bound is wrong for this event, so what it decided
+    /// of time-only stops cannot stand.
+    #[serde(default)]
+    pub count_rate_exceeded: u64,
     /// Every overflow accounted for once: samples + dropped + ambiguous +
     /// record_lost, where samples = on_time + late + rebased_in_handler +
     /// after_count_wrap + unexplained. A due point the final count passed is judged at the
@@ -99,6 +105,7 @@ impl InterruptTotals {
             unexplained,
             count_wraps,
             after_count_wrap,
+            count_rate_exceeded,
             overflows,
         } = o;
         self.samples += samples;
@@ -122,6 +129,7 @@ impl InterruptTotals {
         self.unexplained += unexplained;
         self.count_wraps += count_wraps;
         self.after_count_wrap += after_count_wrap;
+        self.count_rate_exceeded += count_rate_exceeded;
         self.overflows += overflows;
     }
 }

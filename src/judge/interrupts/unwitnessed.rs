@@ -104,6 +104,14 @@ impl InterruptJudge {
                 lo: moved.due.lo.saturating_add(2 * p),
                 hi: u64::MAX,
             };
+            if after_pending && let Some(at_most) = by {
+                // One recorded stop, its count bounded: a re-base at its
+                // restart put the next due point a period past the stop.
+                moved.due.hi = at_most.saturating_add(p);
+                if moved.due.hi < moved.due.lo {
+                    continue;
+                }
+            }
             next.push(moved);
         }
         self.hyps = next;
