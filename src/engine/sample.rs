@@ -122,10 +122,10 @@ pub fn parse(
                 | Observation::Throttle { witness: true, .. }
                 | Observation::Unthrottle { witness: true, .. },
             )
-            | Parsed::Skip { by_event: false } => false,
+            | Parsed::Skip => false,
             // The overflow event's own (a LOST record is the writer's:
             // ours, unless the witness lost it, which we cannot tell).
-            Parsed::Record(_) | Parsed::Skip { by_event: true } => true,
+            Parsed::Record(_) => true,
             Parsed::Garbled => false,
         };
         match parsed {
@@ -136,7 +136,7 @@ pub fn parse(
                     out.push(Observation::Wakeup { time_ns });
                 }
             }
-            Parsed::Skip { .. } => {}
+            Parsed::Skip => {}
             Parsed::Garbled => garbled += size,
         }
         off += size;
@@ -146,12 +146,9 @@ pub fn parse(
 
 enum Parsed {
     Record(Observation),
-    /// A record we asked for but do not judge (a switch-in; the resume
-    /// witness's throttling, which only costs upper bounds). `by_event`:
-    /// the overflow event wrote it.
-    Skip {
-        by_event: bool,
-    },
+    /// A record we asked for but do not judge: the resume witness's
+    /// throttling, which only costs upper bounds.
+    Skip,
     Garbled,
 }
 
@@ -197,7 +194,7 @@ fn parse_one(kind: u32, misc: u16, rec: &[u8], ids: &RingIds) -> Parsed {
         sys::PERF_RECORD_THROTTLE | sys::PERF_RECORD_UNTHROTTLE
             if u64_at(rec, 16).is_some_and(is_resume) =>
         {
-            return Parsed::Skip { by_event: false };
+            return Parsed::Skip;
         }
         sys::PERF_RECORD_THROTTLE | sys::PERF_RECORD_UNTHROTTLE => (|| {
             let time_ns = u64_at(rec, 8)?;
@@ -430,6 +427,26 @@ mod tests {
         assert_eq!(out[3], Observation::Wakeup { time_ns: 3 });
         assert_eq!(out.len(), recs.len() + 1);
         assert_eq!((ring.head, ring.wakeup), (256, 128));
+    }
+
+    /// The time-only witness's switch records are the overflow event's
+    /// own: a switch-in passing the watermark also wakes the reader.
+    #[test]
+    fn a_switch_in_crossing_the_watermark_is_a_wakeup() {
+        let start = |t| Observation::Start { time_ns: t, cpu: 0 };
+        let recs = [start(1), start(2), start(3), start(4), start(5)];
+        let bytes: Vec<u8> = recs.iter().flat_map(|r| encode(r, &IDS)).collect();
+        let size = encode(&start(1), &IDS).len();
+        // Half the ring passed by the third record's end.
+        let mut ring = RingState::new(5 * size);
+        let mut out = Vec::new();
+        assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), 0);
+        let wakeups: Vec<_> = out
+            .iter()
+            .filter(|o| matches!(o, Observation::Wakeup { .. }))
+            .collect();
+        assert_eq!(wakeups, [&Observation::Wakeup { time_ns: 3 }]);
+        assert_eq!(out.len(), recs.len() + 1);
     }
 
     #[test]

@@ -66,8 +66,8 @@ struct Off {
 }
 
 impl InterruptJudge {
-    /// The most the event can count from `from_ns` to `to_ns` when it was
-    /// off its CPU for `between` of that, if its rate is bounded: the time
+    /// The most the event can count between two instants (each a time
+    /// and the time off the CPU by then), if its rate is bounded: the time
     /// on the CPU, one tick added for each time measured.
     fn most_counted(&self, from: (u64, Off), to: (u64, Off)) -> Option<u64> {
         let rate = self.cfg.max_count_rate;
@@ -90,7 +90,7 @@ impl InterruptJudge {
     /// The thread was switched in: the time since its switch-out was
     /// off the CPU.
     pub fn start(&mut self, time_ns: u64) {
-        if self.cfg.software {
+        if self.cfg.software || self.cfg.max_count_rate == 0 {
             return;
         }
         self.note_time(time_ns);
@@ -100,8 +100,12 @@ impl InterruptJudge {
         }
     }
 
-    /// A record's time: the clock's tick follows every one.
+    /// A record's time: the clock's tick follows every one (only needed
+    /// where the rate is bounded).
     pub(super) fn note_time(&mut self, time_ns: u64) {
+        if self.cfg.max_count_rate == 0 {
+            return;
+        }
         let c = &mut self.clock;
         match c.first_ns {
             None => c.first_ns = Some(time_ns),

@@ -287,9 +287,10 @@ fn a_time_only_stop_leaves_a_loss_and_a_re_base_open_without_a_rate_bound() {
 #[test]
 fn a_count_rate_bound_decides_a_loss_at_a_time_only_stop() {
     // At 1 event per ns (ticks of 1 ns: the times' gcd), the stop at
-    // 2,101 ns was at 2,101 at the most and, 897 ns of counting before
-    // the interrupt at 3,000, at 2,101 at the least (2 ticks): past 2,000,
-    // so the overflow was pending there and lost.
+    // 2,101 ns was at 1,005 + 1,101 + 1 at the most and, 897 ns of
+    // counting before the interrupt at 3,000, at 3,000 - 897 - 2 = 2,101
+    // at the least (2 ticks): past 2,000, so the overflow was pending
+    // there and lost.
     let want = InterruptTotals {
         samples: 2,
         on_time: 2,
