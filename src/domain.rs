@@ -109,6 +109,33 @@ pub enum RearmMode {
     Reset,
 }
 
+/// What the judge takes the PMU driver to do with an overflow pending at a
+/// context switch (`--driver-rules`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriverRules {
+    /// Lost there, its period consumed by the restart: every arm64 kernel
+    /// to date.
+    Stock,
+    /// Delivered after the restart, late (a driver with the fix of
+    /// qemu/patches/fix.patch); lost only at the last stop or a PERIOD.
+    Delivering,
+    /// Both followed; a driver the records refute drops out. Where they
+    /// refute neither (reset mode's grid starts again at every reset; an
+    /// interrupt skid that never varies), the stock driver's rules decide,
+    /// and the drops only they claim are counted apart
+    /// (`dropped_assuming_stock`).
+    Auto,
+    /// Both followed, as `auto`; where the records refute neither, what
+    /// they explain differently is ambiguous.
+    Either,
+}
+
+/// What runs recorded before the judge knew another driver were judged by.
+pub fn stock_driver_rules() -> DriverRules {
+    DriverRules::Stock
+}
+
 /// What results written before there were witnesses had.
 pub fn no_switch_witness() -> SwitchWitness {
     SwitchWitness::None

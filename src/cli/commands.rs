@@ -157,6 +157,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         inject_drop_every: args.inject_drop_every.unwrap_or(0),
         irq_masked_at_stops: args.irq_masked_at_stops,
         max_count_rate: args.max_count_rate.unwrap_or(0),
+        driver_rules: args.driver_rules,
         ..JudgeConfig::new(
             period,
             args.skid.unwrap_or(0),

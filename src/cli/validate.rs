@@ -265,6 +265,7 @@ impl RunConfig {
             pmu_irq_maskable: platform.pmu_irq_maskable,
             switch_witness: args.switch_witness,
             max_count_rate: args.max_count_rate,
+            driver_rules: args.driver_rules,
             mode: args.mode,
             inject_drop_every: args.inject_drop_every,
             watchdog_ns,

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::config::event::ResolvedEvent;
-use crate::domain::{MigrateMode, RearmMode, SwitchWitness};
+use crate::domain::{DriverRules, MigrateMode, RearmMode, SwitchWitness};
 use crate::judge::JudgeConfig;
 
 /// Bisect mode: how many overflows without a drop make a "good".
@@ -86,6 +86,9 @@ pub struct RunConfig {
     /// `--max-count-rate`: events per second the event cannot exceed.
     #[serde(default)]
     pub max_count_rate: Option<u64>,
+    /// `--driver-rules` (stock in runs recorded before).
+    #[serde(default = "crate::domain::stock_driver_rules")]
+    pub driver_rules: DriverRules,
     pub mode: RearmMode,
     pub inject_drop_every: Option<u64>,
     pub watchdog_ns: u64,
@@ -163,6 +166,7 @@ impl RunConfig {
             stops_unseen: self.switch_witness == crate::domain::SwitchWitness::None
                 && !self.event.software,
             max_count_rate: self.max_count_rate.unwrap_or(0),
+            driver_rules: self.driver_rules,
             stops_needed: crate::judge::stats::trials_to_bound(
                 crate::domain::MIN_EVIDENCE_RATE,
                 crate::domain::CONFIDENCE,

@@ -168,12 +168,23 @@ pub struct Decision {
 pub fn decide(e: &Evidence, s: &Settings) -> Decision {
     let reasons = reasons(e, s);
     let stop = e.run.map(|(_, side)| side.stop);
-    let (verdict, exit_status) = verdict_of(stop, e.interrupts.dropped, !reasons.is_empty());
+    let (verdict, exit_status) = verdict_of(stop, certain_drops(e.interrupts), !reasons.is_empty());
     Decision {
         verdict,
         exit_status,
         reasons,
         warnings: warnings(e, s),
+    }
+}
+
+/// The drops no explanation of the records avoids. Those only the stock
+/// driver's rules claim are not, where another worker's records refuted
+/// those rules (`Reason::DriversDisagree`).
+fn certain_drops(i: &InterruptTotals) -> u64 {
+    if i.stock_rules_refuted > 0 {
+        i.dropped - i.dropped_assuming_stock
+    } else {
+        i.dropped
     }
 }
 
@@ -222,6 +233,13 @@ pub enum Reason {
     Unexplained(u64),
     /// `--max-count-rate` did not hold.
     CountRateExceeded(u64),
+    /// The streams of one kernel refuted different drivers' rules, or some
+    /// refuted the stock driver's while drops elsewhere rest on them.
+    DriversDisagree {
+        stock_refuted: u64,
+        delivering_refuted: u64,
+        dropped_assuming_stock: u64,
+    },
     LostRecords(u64),
     UnmatchedSignals(u64),
     WrongThread(u64),
@@ -265,6 +283,7 @@ impl Reason {
                 | Reason::Ambiguous { .. }
                 | Reason::Unexplained(_)
                 | Reason::CountRateExceeded(_)
+                | Reason::DriversDisagree { .. }
                 | Reason::LostRecords(_)
                 | Reason::UnmatchedSignals(_)
                 | Reason::WrongThread(_)
@@ -304,6 +323,16 @@ impl fmt::Display for Reason {
                 f,
                 "{n} {} rose faster than --max-count-rate allows: the bound is wrong for this event, and what it decided of time-only stops cannot stand; run without it, or with the event's true bound",
                 plural(*n, "count", "counts"),
+            ),
+            Reason::DriversDisagree {
+                stock_refuted,
+                delivering_refuted,
+                dropped_assuming_stock,
+            } => write!(
+                f,
+                "the workers' records disagree on the driver: the stock driver's rules (an overflow pending at a context switch is lost there) were refuted in {stock_refuted} {}, a delivering driver's in {delivering_refuted}, and {dropped_assuming_stock} {} only the stock driver's rules claim; one kernel has one driver",
+                plural(*stock_refuted, "stream", "streams"),
+                plural(*dropped_assuming_stock, "drop is one", "drops are ones"),
             ),
             Reason::LostRecords(n) => write!(
                 f,
@@ -369,6 +398,11 @@ pub enum Warning {
     },
     RebasedInHandler(u64),
     CountWraps(u64),
+    /// The stock driver's rules were refuted in this many streams: the
+    /// kernel delivers an overflow overdue at a stop after the restart.
+    DeliveringDriver(u64),
+    /// Drops only the stock driver's rules claim (`--driver-rules auto`).
+    DroppedAssumingStock(u64),
     LateInterrupts {
         p999: f64,
         suggested_period: u64,
@@ -433,6 +467,17 @@ impl fmt::Display for Warning {
                 f,
                 "{n} {} a period or more late, after which the driver re-based the period: late, not dropped",
                 plural(*n, "interrupt came", "interrupts came")
+            ),
+            Warning::DeliveringDriver(n) => write!(
+                f,
+                "this kernel's driver delivers an overflow overdue at a context switch after the restart (the stock driver's rules, which lose it there, were refuted in {n} {}): judged by a delivering driver's rules, its late interrupts are late, not dropped",
+                plural(*n, "stream", "streams")
+            ),
+            Warning::DroppedAssumingStock(n) => write!(
+                f,
+                "{n} of the dropped rest on the stock driver's rules (every arm64 kernel to date): a driver that delivers an overflow overdue at a stop after the restart would have taken {} a period or more late, and no record refuted one (--driver-rules either counts {} ambiguous)",
+                plural(*n, "it", "them"),
+                plural(*n, "it", "them")
             ),
             Warning::CountWraps(n) => write!(
                 f,
@@ -576,6 +621,14 @@ fn reasons(e: &Evidence, s: &Settings) -> Vec<Reason> {
             expected_coincidences: e.expected_coincidences,
         });
     }
+    if i.stock_rules_refuted > 0 && (i.delivering_rules_refuted > 0 || i.dropped_assuming_stock > 0)
+    {
+        r.push(Reason::DriversDisagree {
+            stock_refuted: i.stock_rules_refuted,
+            delivering_refuted: i.delivering_rules_refuted,
+            dropped_assuming_stock: i.dropped_assuming_stock,
+        });
+    }
     // A software clock loses no interrupt a hole could hide.
     let lost_records = if s.software { 0 } else { i.lost_records };
     let counted: [Counted; 6] = [
@@ -669,6 +722,12 @@ fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
     }
     if i.rebased_in_handler > 0 {
         w.push(Warning::RebasedInHandler(i.rebased_in_handler));
+    }
+    if i.stock_rules_refuted > 0 {
+        w.push(Warning::DeliveringDriver(i.stock_rules_refuted));
+    }
+    if i.dropped_assuming_stock > 0 {
+        w.push(Warning::DroppedAssumingStock(i.dropped_assuming_stock));
     }
     if i.count_wraps > 0 {
         w.push(Warning::CountWraps(i.count_wraps));

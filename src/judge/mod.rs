@@ -37,7 +37,7 @@ pub mod wrap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::RearmMode;
+use crate::domain::{DriverRules, RearmMode};
 
 pub use deliveries::{ClosedWindow, DeliveryTotals};
 pub use interrupts::InterruptTotals;
@@ -112,6 +112,10 @@ pub struct JudgeConfig {
     /// it between every two samples and is inconclusive where it fails.
     #[serde(default)]
     pub max_count_rate: u64,
+    /// The driver behaviours at a stop the judge follows (stock in runs
+    /// recorded before: replay judges them as they were).
+    #[serde(default = "crate::domain::stock_driver_rules")]
+    pub driver_rules: DriverRules,
 }
 
 impl JudgeConfig {
@@ -131,6 +135,7 @@ impl JudgeConfig {
             restart_at_reset: true,
             stops_unseen: false,
             max_count_rate: 0,
+            driver_rules: DriverRules::Stock,
         }
     }
 }

@@ -388,3 +388,42 @@ fn a_run_without_the_count_witness_says_how_to_get_it() {
     assert!(with([Exact, Exact], Auto, Some(2), false).is_empty());
     assert!(with([Unseen, Unseen], Unseen, None, true).is_empty());
 }
+
+/// One kernel has one driver: streams that refuted the stock driver's
+/// rules make drops elsewhere that rest on them, or a stream that refuted
+/// the delivering driver's, inconclusive; alone they are a warning.
+#[test]
+fn workers_that_disagree_on_the_driver_are_inconclusive() {
+    let d = DeliveryTotals::default();
+    let mut fixed = stream(1_000, 0);
+    fixed.stock_rules_refuted = 2;
+    let v = decide_stream(&fixed, &d, &settings());
+    assert_eq!((v.verdict, v.exit_status), (Verdict::Clean, 0));
+    assert_eq!(v.warnings, [Warning::DeliveringDriver(2)]);
+
+    let mut stock = stream(1_000, 3);
+    stock.dropped_assuming_stock = 3;
+    let v = decide_stream(&stock, &d, &settings());
+    assert_eq!((v.verdict, v.exit_status), (Verdict::Dropped, 1));
+    assert_eq!(v.warnings, [Warning::DroppedAssumingStock(3)]);
+    assert!(v.reasons.is_empty());
+
+    // The drops that rest on the stock driver's rules are not certain.
+    for (delivering_refuted, assuming) in [(1, 0), (0, 3)] {
+        let mut mixed = stream(1_000, assuming);
+        mixed.stock_rules_refuted = 1;
+        mixed.delivering_rules_refuted = delivering_refuted;
+        mixed.dropped_assuming_stock = assuming;
+        let v = decide_stream(&mixed, &d, &settings());
+        assert_eq!((v.verdict, v.exit_status), (Verdict::Inconclusive, 125));
+        assert_eq!(
+            v.reasons,
+            [Reason::DriversDisagree {
+                stock_refuted: 1,
+                delivering_refuted,
+                dropped_assuming_stock: assuming,
+            }]
+        );
+        assert!(v.reasons.iter().all(Reason::from_stream));
+    }
+}

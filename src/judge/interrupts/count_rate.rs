@@ -37,6 +37,8 @@ bounds leave no explanation, and the verdict is then inconclusive.
 */
 
 use super::InterruptJudge;
+use super::drivers::Drivers;
+use super::hypotheses::Hypothesis;
 
 /// Where on the clock the records place the thread's counted time.
 #[derive(Debug, Clone, Copy, Default)]
@@ -163,18 +165,43 @@ impl InterruptJudge {
         let Some(floor) = count.checked_sub(most) else {
             return;
         };
-        // Every explanation's next due point is past the stop, so past
-        // `floor`.
-        if self.hyps.iter().all(|h| h.due.hi <= floor) {
+        // Under the stock driver every explanation's next due point is past
+        // the stop, so past `floor`. (A delivering driver's may still be
+        // below it: an overflow pending at the stop, its interrupt this
+        // sample.) A bound that would refute the stock driver's rules alone
+        // is taken for a wrong bound: only a sample refutes a driver.
+        let stock = |h: &Hypothesis| h.drivers.has(Drivers::STOCK);
+        if self.hyps.iter().any(stock)
+            && self
+                .hyps
+                .iter()
+                .filter(|h| stock(h))
+                .all(|h| h.due.hi <= floor)
+        {
             self.totals.count_rate_exceeded += 1;
             return;
         }
-        let before = self.hyps.len();
-        self.hyps.retain(|h| h.due.hi > floor);
-        for h in &mut self.hyps {
-            h.due.lo = h.due.lo.max(floor + 1);
+        let mut changed = false;
+        let mut next = Vec::with_capacity(self.hyps.len() + 1);
+        for mut h in std::mem::take(&mut self.hyps) {
+            if !stock(&h) || h.due.lo > floor {
+                next.push(h);
+                continue;
+            }
+            changed = true;
+            if h.drivers.has(Drivers::DELIVERING) {
+                let mut kept = h.clone();
+                kept.drivers = Drivers::DELIVERING;
+                next.push(kept);
+            }
+            if h.due.hi > floor {
+                h.drivers = Drivers::STOCK;
+                h.due.lo = floor + 1;
+                next.push(h);
+            }
         }
-        if self.hyps.len() < before {
+        self.hyps = next;
+        if changed {
             self.commit_agreed();
         }
     }

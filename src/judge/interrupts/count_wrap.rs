@@ -35,6 +35,7 @@ impl InterruptJudge {
                 hi: u64::MAX,
             },
             pending_stop: None,
+            drivers: self.drivers,
             tally: Tally::default(),
         }];
         self.wrap_stops = Some(0);

@@ -5,10 +5,12 @@ together (the certain part counted, the rest ambiguous).
 */
 
 use super::InterruptJudge;
+use super::drivers::Drivers;
 use super::due::Due;
 use super::rules::Class;
 use super::stops::{Stop, StopKind, lose_at_stop};
 use super::totals::{InterruptEvent, InterruptEventKind};
+use crate::domain::DriverRules;
 
 /// What one hypothesis has claimed since the hypotheses last agreed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,13 +36,28 @@ pub(super) struct Hypothesis {
     /// its interrupt taken before the stop finished. (lo, hi) of the
     /// stop's count.
     pub(super) pending_stop: Option<(u64, u64)>,
+    /// The drivers whose rules it follows (a pending stop: the stock
+    /// driver's only).
+    pub(super) drivers: Drivers,
     pub(super) tally: Tally,
 }
 
 /// At most this many hypotheses are followed; more are merged as ambiguous.
 const MAX_HYPOTHESES: usize = 16;
 
+/// Samples the explanations of two drivers may disagree on before those in
+/// the same state are merged as ambiguous: what they claimed is held until
+/// then (a refutation comes within a few samples of a stop that found an
+/// overflow pending; a stream where none does keeps the memory flat).
+const MAX_UNSETTLED_SAMPLES: u64 = 4_096;
+
 impl Tally {
+    /// The same drops claimed, certain and ambiguous: merging loses
+    /// nothing a refutation could have settled.
+    fn claims_the_drops_of(&self, o: &Tally) -> bool {
+        (self.dropped, self.ambiguous) == (o.dropped, o.ambiguous)
+    }
+
     /// Books one sample; an injected one is a drop by our hand instead.
     pub(super) fn claim(
         &mut self,
@@ -72,26 +89,57 @@ impl InterruptJudge {
         if self.hyps.len() <= 1 {
             return;
         }
-        // (due, pending stop) -> the tallies of the hypotheses in that state.
-        type Group = (Due, Option<(u64, u64)>, Vec<Tally>);
+        if self.unsettled_samples > MAX_UNSETTLED_SAMPLES {
+            self.assume_stock_if_auto();
+        }
+        // (due, pending stop, drivers) -> the tallies of the hypotheses in
+        // that state: the records to come cannot tell them apart.
+        type Group = (Due, Option<(u64, u64)>, Drivers, Vec<Tally>);
         let mut groups: Vec<Group> = Vec::new();
         for h in std::mem::take(&mut self.hyps) {
             match groups
                 .iter_mut()
-                .find(|g| g.0 == h.due && g.1 == h.pending_stop)
+                .find(|g| g.0 == h.due && g.1 == h.pending_stop && g.2 == h.drivers)
             {
-                Some(g) => g.2.push(h.tally),
-                None => groups.push((h.due, h.pending_stop, vec![h.tally])),
+                Some(g) => g.3.push(h.tally),
+                None => groups.push((h.due, h.pending_stop, h.drivers, vec![h.tally])),
             }
         }
         let mut merged: Vec<Hypothesis> = groups
             .into_iter()
-            .map(|(due, pending_stop, tallies)| Hypothesis {
+            .map(|(due, pending_stop, drivers, tallies)| Hypothesis {
                 due,
                 pending_stop,
+                drivers,
                 tally: combine(tallies),
             })
             .collect();
+        // The same state under different drivers' rules: one explanation
+        // where they claim the same drops. Where they do not, both are kept
+        // (each driver's explanations apart) until a sample refutes one
+        // driver, which settles the drops of the other: merged at once,
+        // the losses of a stock kernel before its first refutation of the
+        // delivering driver stayed ambiguous. Unless they have disagreed
+        // too long to keep (`MAX_UNSETTLED_SAMPLES`).
+        let force = self.unsettled_samples > MAX_UNSETTLED_SAMPLES;
+        let mut i = 0;
+        while i < merged.len() {
+            let same = (i + 1..merged.len()).find(|&k| {
+                let (a, b) = (&merged[i], &merged[k]);
+                a.due == b.due
+                    && a.pending_stop == b.pending_stop
+                    && (force || a.tally.claims_the_drops_of(&b.tally))
+            });
+            match same {
+                Some(k) => {
+                    let b = merged.swap_remove(k);
+                    let a = &mut merged[i];
+                    a.drivers = a.drivers.union(b.drivers);
+                    a.tally = combine(vec![std::mem::take(&mut a.tally), b.tally]);
+                }
+                None => i += 1,
+            }
+        }
         if merged.len() > MAX_HYPOTHESES {
             // Too many explanations to follow: settle them as ambiguous and
             // follow the widest grid from here: one for the explanations
@@ -100,16 +148,41 @@ impl InterruptJudge {
             // (lost there, or taken) needed the stop's upper end, which
             // counting kernel mode is known only at the next count read: the
             // grid after the loss became unknown, and a sample a period late
-            // under it counted as neither a re-base nor a maybe.
+            // under it counted as neither a re-base nor a maybe. A
+            // delivering driver's own explanations stay apart from the
+            // stock driver's, so that a refutation of either still settles
+            // the drops of the other.
             let (pending, settled): (Vec<Hypothesis>, Vec<Hypothesis>) =
                 merged.into_iter().partition(|h| h.pending_stop.is_some());
-            merged = [pending, settled]
+            let (stock, delivering): (Vec<Hypothesis>, Vec<Hypothesis>) = settled
+                .into_iter()
+                .partition(|h| h.drivers.has(Drivers::STOCK));
+            merged = [pending, stock, delivering]
                 .into_iter()
                 .filter(|group| !group.is_empty())
                 .map(widest)
                 .collect();
         }
         self.hyps = merged;
+    }
+
+    /// `--driver-rules auto`, where the records have not refuted either
+    /// driver by the end or in `MAX_UNSETTLED_SAMPLES`: the stock driver's
+    /// explanations are taken, and the drops they claim beyond what a
+    /// delivering driver's would are counted apart.
+    pub(super) fn assume_stock_if_auto(&mut self) {
+        if self.cfg.driver_rules != DriverRules::Auto
+            || !self.hyps.iter().any(|h| h.drivers.has(Drivers::STOCK))
+            || self.hyps.iter().all(|h| h.drivers.has(Drivers::STOCK))
+        {
+            return;
+        }
+        let fewest = |hyps: &[Hypothesis]| hyps.iter().map(|h| h.tally.dropped).min().unwrap_or(0);
+        let either = fewest(&self.hyps);
+        self.hyps.retain(|h| h.drivers.has(Drivers::STOCK));
+        self.totals.dropped_assuming_stock += fewest(&self.hyps) - either;
+        // Set aside, not refuted.
+        self.drivers = Drivers::of(self.hyps.iter().map(|h| h.drivers));
     }
 
     /// Each hypothesis with an overflow pending at a stop, followed both
@@ -167,6 +240,7 @@ fn widest(group: Vec<Hypothesis>) -> Hypothesis {
     Hypothesis {
         due: Due { lo, hi },
         pending_stop,
+        drivers: Drivers::of(group.iter().map(|h| h.drivers)),
         tally: combine(group.into_iter().map(|h| h.tally).collect()),
     }
 }

@@ -42,6 +42,7 @@ jumps).
 
 mod count_rate;
 mod count_wrap;
+mod drivers;
 mod due;
 mod hypotheses;
 mod reset;
@@ -57,9 +58,11 @@ mod unwitnessed;
 
 use hdrhistogram::Histogram;
 
+use self::drivers::Drivers;
 use self::due::Due;
 use self::hypotheses::{Hypothesis, Tally, combine};
 use super::JudgeConfig;
+use crate::domain::DriverRules;
 
 pub use self::totals::{InterruptEvent, InterruptEventKind, InterruptTotals};
 
@@ -92,16 +95,26 @@ pub struct InterruptJudge {
     events: Vec<InterruptEvent>,
     /// The records' times, for bounding time-only stops (`count_rate`).
     clock: count_rate::Clock,
+    /// The drivers whose rules still explain the stream (`drivers`).
+    drivers: Drivers,
+    /// Samples since the explanations last agreed.
+    unsettled_samples: u64,
 }
 
 impl InterruptJudge {
     pub fn new(cfg: JudgeConfig) -> InterruptJudge {
+        let drivers = match cfg.driver_rules {
+            DriverRules::Stock => Drivers::STOCK,
+            DriverRules::Delivering => Drivers::DELIVERING,
+            DriverRules::Auto | DriverRules::Either => Drivers::BOTH,
+        };
         InterruptJudge {
             cfg,
             hyps: vec![Hypothesis {
                 // RESET then ENABLE: the first overflow is a period in.
                 due: Due::exact(cfg.period),
                 pending_stop: None,
+                drivers,
                 tally: Tally::default(),
             }],
             totals: InterruptTotals::default(),
@@ -115,6 +128,8 @@ impl InterruptJudge {
             wrap_stops: None,
             events: Vec::new(),
             clock: count_rate::Clock::default(),
+            drivers,
+            unsettled_samples: 0,
         }
     }
 
@@ -173,6 +188,7 @@ impl InterruptJudge {
     /// Merges hypotheses in the same state and commits what they all claim.
     fn commit_agreed(&mut self) {
         self.merge();
+        self.note_refuted_drivers();
         if self.hyps.len() == 1 {
             let t = std::mem::take(&mut self.hyps[0].tally);
             self.commit(t);
@@ -181,6 +197,7 @@ impl InterruptJudge {
 
     /// At the end: what the remaining hypotheses disagree on is ambiguous.
     fn commit_at_end(&mut self) {
+        self.assume_stock_if_auto();
         let hyps = std::mem::take(&mut self.hyps);
         if !hyps.is_empty() {
             let t = combine(hyps.into_iter().map(|h| h.tally).collect());
@@ -189,8 +206,31 @@ impl InterruptJudge {
         self.hyps = vec![Hypothesis {
             due: Due::exact(u64::MAX),
             pending_stop: None,
+            drivers: self.drivers,
             tally: Tally::default(),
         }];
+    }
+
+    /// A driver none of whose explanations is left is refuted for the rest
+    /// of the stream. (A sample no explanation fits refutes neither: the
+    /// judge re-anchors with the drivers it had.)
+    fn note_refuted_drivers(&mut self) {
+        let alive = Drivers::of(self.hyps.iter().map(|h| h.drivers));
+        if alive.is_empty() {
+            return;
+        }
+        for (d, refuted) in [
+            (Drivers::STOCK, &mut self.totals.stock_rules_refuted),
+            (
+                Drivers::DELIVERING,
+                &mut self.totals.delivering_rules_refuted,
+            ),
+        ] {
+            if self.drivers.has(d) && !alive.has(d) {
+                *refuted += 1;
+            }
+        }
+        self.drivers = alive;
     }
 
     fn commit(&mut self, t: Tally) {

@@ -89,6 +89,11 @@ impl InterruptJudge {
         }
         self.prev_count = Some(count);
         self.commit_agreed();
+        self.unsettled_samples = if self.hyps.len() > 1 {
+            self.unsettled_samples + 1
+        } else {
+            0
+        };
     }
 
     /// Under `h`, an overflow pending at a stop before this interrupt at
@@ -235,6 +240,7 @@ impl InterruptJudge {
                 hi: count.saturating_add(p),
             },
             pending_stop: None,
+            drivers: self.drivers,
             tally: Tally::default(),
         }];
     }

@@ -6,6 +6,7 @@ DISABLE.
 */
 
 use super::InterruptJudge;
+use super::drivers::Drivers;
 use super::hypotheses::Hypothesis;
 use super::rules::restart_after_loss;
 use super::totals::{InterruptEvent, InterruptEventKind};
@@ -128,6 +129,18 @@ impl InterruptJudge {
                 // Not due yet at the stop.
                 next.push(h);
                 continue;
+            }
+            if stop.kind == StopKind::Switch && h.drivers.has(Drivers::DELIVERING) {
+                // A delivering driver keeps an overflow pending at a
+                // context switch due where it was: its interrupt is the
+                // first after the restart, whether it was pending or not.
+                let mut kept = h.clone();
+                kept.drivers = Drivers::DELIVERING;
+                next.push(kept);
+                if !h.drivers.has(Drivers::STOCK) {
+                    continue;
+                }
+                h.drivers = Drivers::STOCK;
             }
             if h.due.hi > stop.lo {
                 // Pending only if the due point was below the stop's count.

@@ -2,7 +2,7 @@
 //! whole: every field not named must stay 0.
 
 use super::{InterruptEvent, InterruptEventKind, InterruptJudge, InterruptTotals};
-use crate::domain::RearmMode;
+use crate::domain::{DriverRules, RearmMode};
 use crate::judge::JudgeConfig;
 
 const P: u64 = 1_000;
@@ -340,4 +340,148 @@ fn a_count_faster_than_the_rate_bound_is_counted_not_believed() {
     // Within it: none more.
     j.sample(4_000, 0, 3_990, false);
     assert_eq!(j.totals().count_rate_exceeded, 1);
+}
+
+/// Without an NMI (the PMU interrupt masked where the event stops), under
+/// `rules`.
+fn masked(rules: DriverRules) -> JudgeConfig {
+    JudgeConfig {
+        irq_masked_at_stops: true,
+        driver_rules: rules,
+        ..cfg()
+    }
+}
+
+/// The fixed kernel's signature (qemu/patches/fix.patch, seen on its
+/// oracle): stopped right at the due point, restarted, the overflow forced
+/// at the next event, stopped again before its interrupt, and the interrupt
+/// right after the second restart.
+fn overdue_then_delivered(j: &mut InterruptJudge) {
+    j.sample(1, 0, 1_005, false);
+    j.stop(2, 0, Some(2_000));
+    j.stop(3, 1, Some(2_001));
+    j.sample(4, 0, 2_002, false);
+    j.sample(5, 0, 3_005, false);
+    j.final_stop(6, Some(3_100));
+}
+
+#[test]
+fn an_overflow_delivered_after_the_restart_refutes_the_stock_driver() {
+    let mut j = InterruptJudge::new(masked(DriverRules::Auto));
+    overdue_then_delivered(&mut j);
+    // Due at 2,000, taken at 2,002: on time, the grid kept.
+    let want = InterruptTotals {
+        samples: 3,
+        on_time: 3,
+        stops: 2,
+        stock_rules_refuted: 1,
+        overflows: 3,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+    assert_eq!(events(&mut j), []);
+    // The stock driver lost it at the first stop and armed the next at
+    // 3,000: the interrupt at 2,002 fits none of its explanations.
+    let mut stock = InterruptJudge::new(masked(DriverRules::Stock));
+    overdue_then_delivered(&mut stock);
+    assert_eq!(stock.totals().unexplained, 1, "{:?}", stock.totals());
+}
+
+/// Stopped at 2,100 with the overflow due at 2,000 pending, then the
+/// interrupts at 3,010 and `next`.
+fn lost_at_a_stop(j: &mut InterruptJudge, next: u64) {
+    j.sample(1, 0, 1_005, false);
+    j.stop(2, 0, Some(2_100));
+    j.sample(3, 1, 3_010, false);
+    j.sample(4, 1, next, false);
+    j.final_stop(5, Some(next + 100));
+}
+
+#[test]
+fn a_loss_whose_next_interrupts_vary_in_skid_refutes_the_delivering_driver() {
+    // A delivering driver took the overflow due at 2,000 at 3,010, a
+    // period late, and re-based: the next due at 4,010, so an interrupt at
+    // 4,003 is impossible; the stock driver armed 4,000 after the loss.
+    let mut j = InterruptJudge::new(masked(DriverRules::Auto));
+    lost_at_a_stop(&mut j, 4_003);
+    let want = InterruptTotals {
+        samples: 3,
+        on_time: 3,
+        dropped: 1,
+        stops: 1,
+        delivering_rules_refuted: 1,
+        overflows: 4,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
+    let e = events(&mut j);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        (e[0].kind, e[0].count, e[0].prev_count),
+        (InterruptEventKind::Dropped, 3_010, Some(1_005))
+    );
+}
+
+#[test]
+fn where_no_record_tells_the_drivers_apart_the_rules_chosen_decide() {
+    // The next interrupt at 4,010 fits both: on the stock driver's grid
+    // (due 4,000) and on the re-based one of a delivering driver (4,010).
+    let totals = |rules| {
+        let mut j = InterruptJudge::new(masked(rules));
+        lost_at_a_stop(&mut j, 4_010);
+        j.totals().clone()
+    };
+    let stock = InterruptTotals {
+        samples: 3,
+        on_time: 3,
+        dropped: 1,
+        stops: 1,
+        overflows: 4,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(totals(DriverRules::Stock), stock);
+    // Auto takes the stock driver's rules and says which drop rests on them.
+    let auto = InterruptTotals {
+        dropped_assuming_stock: 1,
+        ..stock.clone()
+    };
+    assert_eq!(totals(DriverRules::Auto), auto);
+    let either = InterruptTotals {
+        samples: 3,
+        on_time: 2,
+        late: 1,
+        late_maybe_rebased: 1,
+        ambiguous: 1,
+        stops: 1,
+        overflows: 4,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(totals(DriverRules::Either), either);
+    let delivering = InterruptTotals {
+        samples: 3,
+        on_time: 2,
+        rebased_in_handler: 1,
+        stops: 1,
+        overflows: 3,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(totals(DriverRules::Delivering), delivering);
+}
+
+#[test]
+fn a_delivering_driver_still_loses_an_overflow_overdue_at_the_final_stop() {
+    let mut j = InterruptJudge::new(masked(DriverRules::Delivering));
+    j.sample(1, 0, 1_005, false);
+    j.stop(2, 0, Some(2_100));
+    j.final_stop(3, Some(2_200));
+    let want = InterruptTotals {
+        samples: 1,
+        on_time: 1,
+        dropped: 1,
+        dropped_at_final_stop: 1,
+        stops: 1,
+        overflows: 2,
+        ..InterruptTotals::default()
+    };
+    assert_eq!(j.totals(), &want);
 }

@@ -74,6 +74,21 @@ pub struct InterruptTotals {
     /// of time-only stops cannot stand.
     #[serde(default)]
     pub count_rate_exceeded: u64,
+    /// Streams in which the stock driver's rules were refuted: an overflow
+    /// pending at a context switch had its interrupt after the restart,
+    /// where the stock driver loses it (a delivering driver, `drivers`).
+    #[serde(default)]
+    pub stock_rules_refuted: u64,
+    /// Streams in which a delivering driver's rules were refuted: the
+    /// records fit only the stock driver's loss at a stop.
+    #[serde(default)]
+    pub delivering_rules_refuted: u64,
+    /// Of the dropped, those only the stock driver's rules claim, where
+    /// the records refuted neither driver (`--driver-rules auto`): a
+    /// delivering driver would have taken each of them a period or more
+    /// late.
+    #[serde(default)]
+    pub dropped_assuming_stock: u64,
     /// Every overflow accounted for once: samples + dropped + ambiguous +
     /// record_lost, where samples = on_time + late + rebased_in_handler +
     /// after_count_wrap + unexplained. A due point the final count passed is judged at the
@@ -106,6 +121,9 @@ impl InterruptTotals {
             count_wraps,
             after_count_wrap,
             count_rate_exceeded,
+            stock_rules_refuted,
+            delivering_rules_refuted,
+            dropped_assuming_stock,
             overflows,
         } = o;
         self.samples += samples;
@@ -130,6 +148,9 @@ impl InterruptTotals {
         self.count_wraps += count_wraps;
         self.after_count_wrap += after_count_wrap;
         self.count_rate_exceeded += count_rate_exceeded;
+        self.stock_rules_refuted += stock_rules_refuted;
+        self.delivering_rules_refuted += delivering_rules_refuted;
+        self.dropped_assuming_stock += dropped_assuming_stock;
         self.overflows += overflows;
     }
 }

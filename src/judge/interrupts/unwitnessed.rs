@@ -4,6 +4,7 @@ record without a count): lost or not there, the grid kept or moved.
 */
 
 use super::InterruptJudge;
+use super::drivers::Drivers;
 use super::due::Due;
 use super::stops::{Stop, StopKind, lose_at_stop};
 use super::totals::{InterruptEvent, InterruptEventKind};
@@ -71,11 +72,16 @@ impl InterruptJudge {
                 };
                 lose_at_stop(&mut h, p, earlier, event);
             }
+            // Not lost: under a delivering driver, whatever was pending.
             next.push(h.clone());
             if h.due.unknown() || by.is_some_and(|c| h.due.lo > c) {
                 // Not due by the stop, which was at or below `by`.
                 continue;
             }
+            if !h.drivers.has(Drivers::STOCK) {
+                continue;
+            }
+            h.drivers = Drivers::STOCK;
             let event = InterruptEvent {
                 kind: InterruptEventKind::Dropped,
                 time_ns,
