@@ -29,14 +29,12 @@
 # The commits have fixed names and dates, so their hashes are the same on every machine
 # with the same linux-source-6.1; the check is by subject, and the hash is printed.
 #
-# --history driver (not in .ci/run yet): the same shape on a real driver change. B is
+# --history driver (what .ci/run bisects): the same shape on a real driver change. B is
 # the candidate fix (qemu/patches/fix.patch, with fix-oracle.patch: the driver delivers
 # an overflow overdue at a stop after the restart) and D its revert; the pseudo-NMI
-# default is left alone (off). Open: pmustress's judge replays the stock driver's
-# rules, so on the fixed kernel the late deliveries are unexplained or, after a second
-# stop before their interrupt, read as losses: the fixed commits are judged bad, both
-# bisects name the Documentation commit after the fix, and the oracle check fails
-# them (qemu/README.md, "A candidate fix").
+# default is left alone (off). pmustress's judge follows both drivers' rules, so on
+# the fixed commits the late deliveries are late interrupts and the step is good
+# (qemu/README.md, "A candidate fix").
 #
 # The repository is cached as $CACHE/bisect-known-answer/KEY/linux (KEY: the oracle
 # kernel's: linux-source-6.1's version, qemu/kernel.config, the cross compiler,
