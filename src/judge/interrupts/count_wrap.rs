@@ -17,6 +17,7 @@ impl InterruptJudge {
     /// the next sample anchors it; nothing is lost by the wrap itself.
     pub fn count_wrap(&mut self, time_ns: u64, cpu: u32) {
         self.totals.count_wraps += 1;
+        self.grid_uncertain = true;
         self.read_since_sample = None;
         self.raced_sample = None;
         self.note_at_last_sample(InterruptEventKind::CountWrap, time_ns, cpu, 0);

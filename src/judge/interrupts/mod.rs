@@ -99,6 +99,10 @@ pub struct InterruptJudge {
     drivers: Drivers,
     /// Samples since the explanations last agreed.
     unsettled_samples: u64,
+    /// A ring gap or a count wrap was in the stream: the stock driver's
+    /// rules may then leave a sample unexplained (a re-base in the gap, a
+    /// grid the wrap erased), so no sample refutes them any more.
+    grid_uncertain: bool,
 }
 
 impl InterruptJudge {
@@ -130,6 +134,7 @@ impl InterruptJudge {
             clock: count_rate::Clock::default(),
             drivers,
             unsettled_samples: 0,
+            grid_uncertain: false,
         }
     }
 

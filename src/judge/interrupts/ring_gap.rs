@@ -13,6 +13,7 @@ impl InterruptJudge {
     pub fn lost(&mut self, time_ns: u64, lost: u64) {
         self.totals.lost_records += lost;
         self.ring_gap = true;
+        self.grid_uncertain = true;
         self.note_at_last_sample(InterruptEventKind::RecordsLost, time_ns, u32::MAX, lost);
     }
 

@@ -4,6 +4,7 @@ period or more late (the driver re-based), or impossible (refuted).
 */
 
 use super::InterruptJudge;
+use super::drivers::Drivers;
 use super::due::Due;
 use super::hypotheses::{Hypothesis, Tally, combine};
 use super::rules::{
@@ -80,6 +81,21 @@ impl InterruptJudge {
         // refuting it.
         self.raced_sample = self.nmi_may_have_raced_a_read(count).then_some(count);
         self.read_since_sample = None;
+        // A sample refutes the stock driver only where its rules are exact:
+        // after a ring gap (a re-base in the handler may be in it), a count
+        // wrap or a raced read, what they leave unexplained stays
+        // unexplained. (Refuted there, the model's stock streams went on
+        // judged by the delivering driver's rules, their grid already off,
+        // which could have hidden a loss.) Refuting the delivering driver
+        // only makes the judgement stricter.
+        let alive = Drivers::of(next.iter().map(|h| h.drivers));
+        if !alive.is_empty()
+            && self.drivers.has(Drivers::STOCK)
+            && !alive.has(Drivers::STOCK)
+            && (self.grid_uncertain || raced.is_some())
+        {
+            next.clear();
+        }
         self.hyps = next;
         if self.hyps.is_empty() {
             if !before.is_empty() {

@@ -196,6 +196,9 @@ impl ModelConfig {
         // handler (DISABLE, RESET, PERIOD, ENABLE): the restart is at the
         // reset. With one, it is the handler before, and so is the judge.
         cfg.restart_at_reset = self.reset_gap == 0;
+        // What a run judges by: both drivers followed, the records refute
+        // the delivering one or the stock one's rules decide.
+        cfg.driver_rules = crate::domain::DriverRules::Auto;
         cfg
     }
 }
