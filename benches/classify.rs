@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use common::{Tally, machine_line, ratio_line};
-use pmustress::domain::RearmMode;
+use pmustress::domain::{DriverRules, RearmMode};
 use pmustress::engine::ring::Ring;
 use pmustress::judge::{Delivery, JudgeConfig, Observation, StreamJudge};
 
@@ -58,8 +58,17 @@ fn fastrand_like(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
+/// The judge as a run sets it: both drivers' rules followed
+/// (`--driver-rules auto`), no NMI to take an overflow before its stop.
 fn judge() -> StreamJudge {
-    StreamJudge::new(0, JudgeConfig::new(PERIOD, SKID, SKID, RearmMode::Free))
+    StreamJudge::new(
+        0,
+        JudgeConfig {
+            driver_rules: DriverRules::Auto,
+            irq_masked_at_stops: true,
+            ..JudgeConfig::new(PERIOD, SKID, SKID, RearmMode::Free)
+        },
+    )
 }
 
 fn classifier(c: &mut Criterion) {
@@ -127,7 +136,66 @@ fn classifier(c: &mut Criterion) {
             e
         })
     });
+    // The same with every 16th overflow lost at a stop just past its due
+    // point (the next interrupt a period on, late by its own latency):
+    // each loss splits the explanations by driver until a sample refutes
+    // the delivering one.
+    let mut j = judge();
+    let (mut due, mut time) = (0u64, 0u64);
+    let lossy = Tally::default();
+    group.bench_function("judge_with_a_loss_every_16", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                for (k, &latency) in black_box(&d).iter().enumerate() {
+                    due += PERIOD;
+                    time += 1000;
+                    let lost = k % 16 == 15;
+                    let stops_at = if lost { due + 10 } else { due - PERIOD / 4 };
+                    if lost {
+                        due += PERIOD;
+                    }
+                    for o in [
+                        Observation::Stop {
+                            time_ns: time - 3,
+                            cpu: 0,
+                            count: Some(stops_at),
+                        },
+                        Observation::Sample {
+                            time_ns: time - 1,
+                            cpu: 0,
+                            count: due + latency,
+                        },
+                        Observation::Signal {
+                            time_ns: time,
+                            cpu: (time & 1) as u32,
+                            value: due + latency + 10,
+                            si_code: 1,
+                            delivery: Delivery::Overflow,
+                        },
+                    ] {
+                        j.observe(&o, &mut windows, &mut anomalies);
+                    }
+                    windows.clear();
+                    anomalies.clear();
+                }
+            }
+            let e = start.elapsed();
+            lossy.record(iters * N as u64, e);
+            e
+        })
+    });
     group.finish();
+    println!(
+        "{}",
+        ratio_line(
+            "judge, a loss every 16 overflows",
+            "overflows/s",
+            lossy.per_second(),
+            whole.per_second(),
+            "ratio to the lossless stream"
+        )
+    );
     println!(
         "{}",
         ratio_line(
