@@ -71,6 +71,8 @@ const BAD: &[(&[&str], &str)] = &[
     (&["--max-count-rate", "1T"], "--max-count-rate"),
     (&["--max-count-rate", "1e9"], "--max-count-rate"),
     (&["--max-count-rate", "99999999G"], "--max-count-rate"),
+    (&["--driver-rules", "fixed"], "--driver-rules"),
+    (&["--driver-rules", ""], "--driver-rules"),
     (&["--max-anomaly-lines", "-1"], "--max-anomaly-lines"),
     (&["--max-anomaly-lines", "x"], "--max-anomaly-lines"),
     // Durations: negative, zero, scientific, beyond what a Duration holds.
