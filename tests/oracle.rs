@@ -449,12 +449,18 @@ fn a_fixed_kernels_late_deliveries_are_late_interrupts_and_refute_the_stock_driv
     assert_eq!(seen, 2);
 }
 
-/// The stock kernel's exact runs judged by both drivers' rules: the
-/// delivering driver's are refuted, and the drops are the driver's losses,
-/// exactly, none left ambiguous (11,917 in the 4-vCPU ping-pong run).
+/// The stock kernel's exact runs judged by both drivers' rules: under auto
+/// the drops are the driver's losses, exactly, none ambiguous, and the
+/// stock driver never refuted; those only the stock driver's rules claim
+/// (where no record refuted the delivering driver) are what `either`
+/// leaves ambiguous, one for one. The delivering driver is refuted where
+/// the skid varies (4 ping-pong workers at 4 vCPUs: 11,917 drops, none
+/// resting on the stock rules alone); one worker at 2 vCPUs, whose
+/// interrupts QEMU takes mostly right at their due point, leaves 107 of its
+/// 214 drops on them.
 #[test]
-fn a_stock_kernels_losses_refute_the_delivering_driver() {
-    let mut seen = 0;
+fn a_stock_kernels_losses_are_its_drivers_under_both_drivers_rules() {
+    let (mut seen, mut refuted) = (0, 0);
     for dir in fixtures()
         .into_iter()
         .filter(|d| exact(d) && !fixed_kernel(d) && oracle(d)["lost"] > 0)
@@ -462,16 +468,24 @@ fn a_stock_kernels_losses_refute_the_delivering_driver() {
         seen += 1;
         let name = dir.display();
         let o = oracle(&dir);
-        for rules in [DriverRules::Auto, DriverRules::Either] {
-            let i = judged_with_rules(&dir, rules);
-            assert_eq!(
-                (i.dropped, i.ambiguous, i.dropped_assuming_stock),
-                (o["lost"], 0, 0),
-                "{name} {rules:?}: {i:?}"
-            );
-            assert_eq!(i.stock_rules_refuted, 0, "{name}");
-            assert!(i.delivering_rules_refuted > 0, "{name}: {i:?}");
+        let auto = judged_with_rules(&dir, DriverRules::Auto);
+        assert_eq!(
+            (auto.dropped, auto.ambiguous, auto.stock_rules_refuted),
+            (o["lost"], 0, 0),
+            "{name}: {auto:?}"
+        );
+        let either = judged_with_rules(&dir, DriverRules::Either);
+        assert_eq!(
+            (either.dropped, either.ambiguous),
+            (
+                auto.dropped - auto.dropped_assuming_stock,
+                auto.dropped_assuming_stock
+            ),
+            "{name}: {either:?} vs {auto:?}"
+        );
+        if auto.delivering_rules_refuted > 0 && auto.dropped_assuming_stock == 0 {
+            refuted += 1;
         }
     }
-    assert!(seen >= 2);
+    assert!(seen >= 3 && refuted >= 1, "{seen} {refuted}");
 }

@@ -22,6 +22,9 @@ pub(super) struct Tally {
     pub(super) dropped: u64,
     pub(super) rebased_at_restart: u64,
     pub(super) dropped_at_final_stop: u64,
+    /// Of the dropped, those at a context switch (recorded or not): the
+    /// ones a delivering driver would have taken late.
+    pub(super) dropped_at_switch: u64,
     pub(super) ambiguous: u64,
     pub(super) injected: u64,
     pub(super) latencies: Vec<u64>,
@@ -180,9 +183,17 @@ impl InterruptJudge {
         let fewest = |hyps: &[Hypothesis]| hyps.iter().map(|h| h.tally.dropped).min().unwrap_or(0);
         let either = fewest(&self.hyps);
         self.hyps.retain(|h| h.drivers.has(Drivers::STOCK));
-        self.totals.dropped_assuming_stock += fewest(&self.hyps) - either;
         // Set aside, not refuted.
         self.drivers = Drivers::of(self.hyps.iter().map(|h| h.drivers));
+        if self.drivers.has(Drivers::DELIVERING) {
+            // Still followed where it agrees with the stock driver's rules.
+            self.totals.dropped_assuming_stock += fewest(&self.hyps) - either;
+        } else {
+            // From here every loss at a context switch committed rests on
+            // the stock driver's rules alone (`commit`), those held since
+            // the drivers last agreed included.
+            self.stock_assumed = true;
+        }
     }
 
     /// Each hypothesis with an overflow pending at a stop, followed both
@@ -262,6 +273,7 @@ pub(super) fn combine(mut tallies: Vec<Tally>) -> Tally {
         max(|t| t.rebased_in_handler + t.late_maybe_rebased) - rebased_in_handler;
     let rebased_at_restart = min(|t| t.rebased_at_restart);
     let dropped_at_final_stop = min(|t| t.dropped_at_final_stop);
+    let dropped_at_switch = min(|t| t.dropped_at_switch);
     let injected = min(|t| t.injected);
     // Keep the explanation with the fewest drops: its drops are certain in
     // number, and its interrupts are the samples.
@@ -292,6 +304,7 @@ pub(super) fn combine(mut tallies: Vec<Tally>) -> Tally {
     t.ambiguous = ambiguous;
     t.rebased_at_restart = rebased_at_restart;
     t.dropped_at_final_stop = dropped_at_final_stop;
+    t.dropped_at_switch = dropped_at_switch;
     t.injected = injected;
     if ambiguous > 0 {
         let at = t.events.last().copied().or_else(|| {

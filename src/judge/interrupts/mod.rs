@@ -103,6 +103,8 @@ pub struct InterruptJudge {
     /// rules may then leave a sample unexplained (a re-base in the gap, a
     /// grid the wrap erased), so no sample refutes them any more.
     grid_uncertain: bool,
+    /// `--driver-rules auto` set the delivering driver aside (`assume_stock_if_auto`).
+    stock_assumed: bool,
 }
 
 impl InterruptJudge {
@@ -135,6 +137,7 @@ impl InterruptJudge {
             drivers,
             unsettled_samples: 0,
             grid_uncertain: false,
+            stock_assumed: false,
         }
     }
 
@@ -247,6 +250,9 @@ impl InterruptJudge {
         tot.dropped += t.dropped;
         tot.rebased_at_restart += t.rebased_at_restart;
         tot.dropped_at_final_stop += t.dropped_at_final_stop;
+        if self.stock_assumed {
+            tot.dropped_assuming_stock += t.dropped_at_switch;
+        }
         tot.ambiguous += t.ambiguous;
         tot.overflows += t.on_time + t.late + t.rebased_in_handler + t.dropped + t.ambiguous;
         for l in t.latencies {

@@ -245,6 +245,7 @@ impl InterruptJudge {
 pub(super) fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: InterruptEvent) {
     h.tally.dropped += 1;
     h.tally.dropped_at_final_stop += u64::from(stop.kind == StopKind::Final);
+    h.tally.dropped_at_switch += u64::from(stop.kind == StopKind::Switch);
     h.tally.events.push(event);
     if stop.kind != StopKind::Switch {
         // No re-arm rule runs on a lost overflow's behalf here, so no

@@ -95,6 +95,7 @@ impl InterruptJudge {
             };
             let mut kept = h.clone();
             kept.tally.dropped += 1;
+            kept.tally.dropped_at_switch += 1;
             kept.tally.events.push(event);
             kept.due = kept.due.plus(p);
             next.push(kept);
@@ -105,6 +106,7 @@ impl InterruptJudge {
             // explanation left could claim a re-base that was two losses.
             let mut moved = h;
             moved.tally.dropped += 1;
+            moved.tally.dropped_at_switch += 1;
             moved.tally.events.push(event);
             moved.due = Due {
                 lo: moved.due.lo.saturating_add(2 * p),
