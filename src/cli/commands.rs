@@ -324,6 +324,14 @@ fn compare_command(args: &CompareArgs) -> i32 {
         }
     };
     let mut out = String::new();
+    if args.mail {
+        put!(
+            out,
+            "{}",
+            crate::evidence::mail::mail(&a, &b, &groups[0], &groups[1]).trim_end()
+        );
+        return emit(&out, 0);
+    }
     match args.format {
         OutputFormat::Json => {
             let p = compare::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);

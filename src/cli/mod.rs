@@ -145,6 +145,13 @@ pub struct CompareArgs {
 
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+
+    /// The whole body of a mail to a list (plain text, at most 72
+    /// columns): the comparison, then each side's machines, kernels,
+    /// pseudo-NMI verdicts, the driver its records showed, its verdicts and
+    /// the commands that reproduce its runs.
+    #[arg(long, conflicts_with = "format")]
+    pub mail: bool,
 }
 
 #[derive(Debug, Args)]

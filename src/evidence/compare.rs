@@ -151,7 +151,8 @@ pub fn warnings(a: &Group, b: &Group) -> Vec<String> {
     w
 }
 
-/// The comparison as text (at most 72 columns) or a markdown table.
+/// The comparison as text (at most 72 columns: a rate of a million per
+/// million and its interval fit) or a markdown table.
 pub fn compare(a: &Group, b: &Group, format: OutputFormat) -> String {
     let md = format == OutputFormat::Markdown;
     let mut s = String::new();
@@ -172,7 +173,7 @@ pub fn compare(a: &Group, b: &Group, format: OutputFormat) -> String {
     } else {
         let _ = writeln!(
             s,
-            "{:<10} {:>5} {:>12} {:>8} {:>11} {:>20}",
+            "{:<8} {:>5} {:>12} {:>8} {:>11} {:>23}",
             "", "runs", "overflows", "dropped", "per million", "95% CI"
         );
     }
@@ -187,7 +188,7 @@ pub fn compare(a: &Group, b: &Group, format: OutputFormat) -> String {
         } else {
             let _ = writeln!(
                 s,
-                "{name:<10} {:>5} {:>12} {:>8} {pm:>11} {ci:>20}",
+                "{name:<8} {:>5} {:>12} {:>8} {pm:>11} {ci:>23}",
                 g.runs, g.overflows, g.dropped
             );
         }
@@ -233,8 +234,8 @@ pub fn compare(a: &Group, b: &Group, format: OutputFormat) -> String {
         } else {
             let _ = writeln!(
                 s,
-                "{:<10} {:>12} {:>8} {:>11} {:>20}",
-                "per stop", "stops", "dropped", "per million", "95% CI"
+                "{:<8} {:>5} {:>12} {:>8} {:>11} {:>23}",
+                "per stop", "", "stops", "dropped", "per million", "95% CI"
             );
         }
         for (name, g, stops) in [("A", a, sa), ("B", b, sb)] {
@@ -244,8 +245,8 @@ pub fn compare(a: &Group, b: &Group, format: OutputFormat) -> String {
             } else {
                 let _ = writeln!(
                     s,
-                    "{name:<10} {stops:>12} {:>8} {pm:>11} {ci:>20}",
-                    g.dropped
+                    "{name:<8} {:>5} {stops:>12} {:>8} {pm:>11} {ci:>23}",
+                    "", g.dropped
                 );
             }
         }

@@ -151,7 +151,7 @@ impl LoadedRun {
     }
 
     /// The command's words, each shell-quoted.
-    pub(super) fn command_words(&self) -> Vec<String> {
+    pub(crate) fn command_words(&self) -> Vec<String> {
         let mut argv: Vec<String> = self.run.argv().iter().map(|a| shell_quote(a)).collect();
         if let Some(first) = argv.first_mut() {
             // The path the binary had on that machine says nothing here.

@@ -9,7 +9,7 @@ the run goes; `runfile` reads run.json back, refusing anything pmustress
 does not write, and `loaded_run` the whole directory; `report` is
 `pmustress report`, `groups` its `--group-by` (a fleet's runs pooled by
 host, instance type, kernel or pseudo-NMI), `compare` is `pmustress
-compare`; `plot` is
+compare` and `mail` its `--mail` (an A/B's whole mail body); `plot` is
 `pmustress plot` (only with the cargo feature `plot`, on by default);
 `replay` judges a saved stream again; `accounting` is the lines both the
 end of a run and a replay print.
@@ -19,6 +19,7 @@ pub mod accounting;
 pub mod compare;
 pub mod groups;
 pub mod loaded_run;
+pub mod mail;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod replay;

@@ -41,7 +41,7 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// "reproduce: <command>", wrapped only between arguments, each line but
 /// the last ending in " \\": copied as it is, it is the command.
-fn reproduce_lines(out: &mut String, argv: &[String]) {
+pub(crate) fn reproduce_lines(out: &mut String, argv: &[String]) {
     let mut line = String::from("reproduce:");
     for word in argv {
         if line.len() + 1 + word.len() + 2 > WIDTH && line.contains(' ') {
@@ -67,7 +67,7 @@ pub fn wrap_into(out: &mut String, text: &str, indent: &str) {
     }
 }
 
-fn machine_line(r: &LoadedRun) -> String {
+pub(crate) fn machine_line(r: &LoadedRun) -> String {
     let fp = |p: &str| r.fingerprint_str(p);
     let mut parts = Vec::new();
     if let Some(v) = fp("/machine/dmi/sys_vendor/value") {
@@ -111,7 +111,7 @@ fn machine_line(r: &LoadedRun) -> String {
     parts.join(", ")
 }
 
-fn kernel_line(r: &LoadedRun) -> String {
+pub(crate) fn kernel_line(r: &LoadedRun) -> String {
     let fp = |p: &str| {
         r.fingerprint_str(&format!("/kernel{p}/value"))
             .unwrap_or("?")

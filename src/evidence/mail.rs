@@ -1,0 +1,144 @@
+/*!
+`pmustress compare --mail A B`: the whole body of a report to a mailing
+list for an A/B (a kernel and a candidate fix, pseudo-NMI off and on): the
+comparison, then each side's machines, kernels, pseudo-NMI verdicts, the
+driver its records showed, its runs' verdicts and the commands that
+reproduce them. Plain text of at most 72 columns, as `report` writes.
+*/
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::domain::{DriverRules, OutputFormat};
+use crate::evidence::compare::{Group, compare};
+use crate::evidence::loaded_run::LoadedRun;
+use crate::evidence::report::{kernel_line, machine_line, reproduce_lines, wrap_into};
+
+/// At most this many commands to reproduce per side; the rest are counted.
+const MAX_COMMANDS: usize = 6;
+
+pub fn mail(a: &Group, b: &Group, runs_a: &[LoadedRun], runs_b: &[LoadedRun]) -> String {
+    let mut s = compare(a, b, OutputFormat::Text);
+    for (name, g, runs) in [("A", a, runs_a), ("B", b, runs_b)] {
+        let _ = writeln!(s);
+        wrap_into(&mut s, &format!("{name}: {}", g.label), "");
+        side(&mut s, runs);
+    }
+    s
+}
+
+/// Each distinct value of `f` over the runs, in first-seen order, with how
+/// many runs had it.
+fn distinct(runs: &[LoadedRun], f: impl Fn(&LoadedRun) -> String) -> Vec<(String, usize)> {
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for r in runs {
+        let v = f(r);
+        match seen.iter_mut().find(|(x, _)| *x == v) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((v, 1)),
+        }
+    }
+    seen
+}
+
+fn side(s: &mut String, runs: &[LoadedRun]) {
+    let item = "  ";
+    let many = |n: usize| {
+        if runs.len() > 1 {
+            format!(" ({n} of {} runs)", runs.len())
+        } else {
+            String::new()
+        }
+    };
+    for (label, f) in [
+        ("machine", machine_line as fn(&LoadedRun) -> String),
+        ("kernel", kernel_line),
+        ("pseudo-NMI", |r: &LoadedRun| {
+            r.run
+                .pseudo_nmi()
+                .map_or("unknown".to_string(), |p| p.verdict.as_str().to_string())
+        }),
+    ] {
+        for (v, n) in distinct(runs, f) {
+            wrap_into(s, &format!("{label}: {v}{}", many(n)), item);
+        }
+    }
+    wrap_into(s, &driver_line(runs), item);
+    let mut verdicts: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in runs {
+        *verdicts.entry(r.verdict()).or_default() += 1;
+    }
+    let verdicts: Vec<String> = verdicts.iter().map(|(v, n)| format!("{n} {v}")).collect();
+    wrap_into(s, &format!("verdicts: {}", verdicts.join(", ")), item);
+    let commands = distinct(runs, LoadedRun::command);
+    for r in commands
+        .iter()
+        .take(MAX_COMMANDS)
+        .filter_map(|(c, _)| runs.iter().find(|r| r.command() == *c))
+    {
+        reproduce_lines(s, &r.command_words());
+    }
+    if commands.len() > MAX_COMMANDS {
+        wrap_into(
+            s,
+            &format!(
+                "and {} more commands (run.json)",
+                commands.len() - MAX_COMMANDS
+            ),
+            item,
+        );
+    }
+}
+
+/// Which driver behaviour at a stop the runs' records showed.
+fn driver_line(runs: &[LoadedRun]) -> String {
+    let (mut streams, mut stock, mut delivering, mut assumed) = (0u64, 0u64, 0u64, 0u64);
+    let mut pinned = Vec::new();
+    for r in runs {
+        streams += r.run.config().workers as u64;
+        if let Some(t) = r.run.totals() {
+            stock += t.interrupts.stock_rules_refuted;
+            delivering += t.interrupts.delivering_rules_refuted;
+            assumed += t.interrupts.dropped_assuming_stock;
+        }
+        // Runs recorded before the judge knew another driver read as stock.
+        let rules = r.run.judge().map_or(DriverRules::Stock, |j| j.driver_rules);
+        if matches!(rules, DriverRules::Stock | DriverRules::Delivering) && !pinned.contains(&rules)
+        {
+            pinned.push(rules);
+        }
+    }
+    let lost = "the stock driver loses an overflow pending at a context switch";
+    let mut line = match (stock, delivering) {
+        (0, 0) if !pinned.is_empty() => format!(
+            "driver: judged by the {} rules as given (--driver-rules, or recorded before pmustress knew both)",
+            pinned
+                .iter()
+                .map(|r| match r {
+                    DriverRules::Delivering => "delivering driver's",
+                    _ => "stock driver's",
+                })
+                .collect::<Vec<_>>()
+                .join(" and the ")
+        ),
+        (0, 0) => format!(
+            "driver: no record refuted either ({lost}, a delivering one takes it late after the restart)"
+        ),
+        (0, d) => format!(
+            "driver: stock ({lost}): a delivering driver's rules were refuted in {d} of {streams} streams"
+        ),
+        (s, 0) => format!(
+            "driver: delivers an overflow overdue at a context switch late, after the restart: the stock driver's rules were refuted in {s} of {streams} streams"
+        ),
+        (s, d) => format!(
+            "driver: the streams disagree: the stock driver's rules refuted in {s}, a delivering driver's in {d}, of {streams} streams"
+        ),
+    };
+    if assumed > 0 {
+        let _ = write!(
+            line,
+            "; {assumed} of the dropped rest on the stock driver's rules alone (a delivering driver would have taken them a period or more late)"
+        );
+    }
+    line
+}
