@@ -71,6 +71,42 @@ fn judge() -> StreamJudge {
     )
 }
 
+/// What the judge hands back, kept across overflows as the controller
+/// keeps them (cleared, never freed).
+type Out = (
+    Vec<pmustress::judge::ClosedWindow>,
+    Vec<pmustress::judge::Anomaly>,
+);
+
+/// One overflow as the controller feeds it: the stop at `stops_at`, the
+/// interrupt's sample at `count`, then its signal.
+fn overflow(j: &mut StreamJudge, out: &mut Out, time: u64, stops_at: u64, count: u64) {
+    let (windows, anomalies) = out;
+    for o in [
+        Observation::Stop {
+            time_ns: time - 3,
+            cpu: 0,
+            count: Some(stops_at),
+        },
+        Observation::Sample {
+            time_ns: time - 1,
+            cpu: 0,
+            count,
+        },
+        Observation::Signal {
+            time_ns: time,
+            cpu: (time & 1) as u32,
+            value: count + 10,
+            si_code: 1,
+            delivery: Delivery::Overflow,
+        },
+    ] {
+        j.observe(&o, windows, anomalies);
+    }
+    windows.clear();
+    anomalies.clear();
+}
+
 fn classifier(c: &mut Criterion) {
     println!("{}", machine_line());
     const N: usize = 4096;
@@ -97,7 +133,7 @@ fn classifier(c: &mut Criterion) {
     // it, its sample, then its signal, as the controller feeds them.
     let mut j = judge();
     let (mut due, mut time) = (0u64, 0u64);
-    let (mut windows, mut anomalies) = (Vec::new(), Vec::new());
+    let mut out: Out = (Vec::new(), Vec::new());
     group.bench_function("judge_stop_sample_signal", |b| {
         b.iter_custom(|iters| {
             let start = Instant::now();
@@ -106,29 +142,7 @@ fn classifier(c: &mut Criterion) {
                     due += PERIOD;
                     time += 1000;
                     let stops_at = due - PERIOD / 4;
-                    for o in [
-                        Observation::Stop {
-                            time_ns: time - 3,
-                            cpu: 0,
-                            count: Some(stops_at),
-                        },
-                        Observation::Sample {
-                            time_ns: time - 1,
-                            cpu: 0,
-                            count: due + latency,
-                        },
-                        Observation::Signal {
-                            time_ns: time,
-                            cpu: (time & 1) as u32,
-                            value: due + latency + 10,
-                            si_code: 1,
-                            delivery: Delivery::Overflow,
-                        },
-                    ] {
-                        j.observe(&o, &mut windows, &mut anomalies);
-                    }
-                    windows.clear();
-                    anomalies.clear();
+                    overflow(&mut j, &mut out, time, stops_at, due + latency);
                 }
             }
             let e = start.elapsed();
@@ -155,29 +169,7 @@ fn classifier(c: &mut Criterion) {
                     if lost {
                         due += PERIOD;
                     }
-                    for o in [
-                        Observation::Stop {
-                            time_ns: time - 3,
-                            cpu: 0,
-                            count: Some(stops_at),
-                        },
-                        Observation::Sample {
-                            time_ns: time - 1,
-                            cpu: 0,
-                            count: due + latency,
-                        },
-                        Observation::Signal {
-                            time_ns: time,
-                            cpu: (time & 1) as u32,
-                            value: due + latency + 10,
-                            si_code: 1,
-                            delivery: Delivery::Overflow,
-                        },
-                    ] {
-                        j.observe(&o, &mut windows, &mut anomalies);
-                    }
-                    windows.clear();
-                    anomalies.clear();
+                    overflow(&mut j, &mut out, time, stops_at, due + latency);
                 }
             }
             let e = start.elapsed();

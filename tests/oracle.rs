@@ -256,15 +256,23 @@ fn stops_held_periods_past_their_witness_are_judged_against_the_driver() {
     assert_eq!(r.exit_status, 1, "{}", r.verdict);
 }
 
-/// The same run's stream judged with its own settings, the count-rate bound
-/// set to `rate` (events per second, 0: none).
-fn judged_with_rate(dir: &Path, rate: u64) -> pmustress::judge::InterruptTotals {
+/// The same run's stream judged with its own settings as `change` alters
+/// them.
+fn judged_with(
+    dir: &Path,
+    change: impl FnOnce(&mut pmustress::judge::JudgeConfig),
+) -> pmustress::judge::InterruptTotals {
     let mut cfg: pmustress::judge::JudgeConfig =
         serde_json::from_value(run_json(dir)["judge"].clone()).expect("judge settings");
-    cfg.max_count_rate = rate;
+    change(&mut cfg);
     let (r, truncated) = replay::judge_file(&dir.join("raw.csv.gz"), cfg).expect("judges");
     assert!(truncated.is_none(), "{}: {truncated:?}", dir.display());
     r.interrupts
+}
+
+/// The count-rate bound set to `rate` (events per second, 0: none).
+fn judged_with_rate(dir: &Path, rate: u64) -> pmustress::judge::InterruptTotals {
+    judged_with(dir, |cfg| cfg.max_count_rate = rate)
 }
 
 /// `--switch-witness times --max-count-rate 1G` (QEMU's PMU counts cycles
@@ -385,14 +393,9 @@ fn stops_without_their_counts_are_bounded_by_the_count_rate() {
     assert!(raced_exceeded >= 1);
 }
 
-/// The same run's stream judged with its own settings under `rules`.
+/// Judged under the driver rules `rules`.
 fn judged_with_rules(dir: &Path, rules: DriverRules) -> pmustress::judge::InterruptTotals {
-    let mut cfg: pmustress::judge::JudgeConfig =
-        serde_json::from_value(run_json(dir)["judge"].clone()).expect("judge settings");
-    cfg.driver_rules = rules;
-    let (r, truncated) = replay::judge_file(&dir.join("raw.csv.gz"), cfg).expect("judges");
-    assert!(truncated.is_none(), "{}: {truncated:?}", dir.display());
-    r.interrupts
+    judged_with(dir, |cfg| cfg.driver_rules = rules)
 }
 
 fn fixed_kernel(dir: &Path) -> bool {
