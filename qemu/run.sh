@@ -135,7 +135,10 @@ define_case() {
         mapfile -t a < <(m 1 random free 50000 --include-kernel)
         add_run w1-random-free-50k-k "" any "${a[@]}"
         mapfile -t a < <(m 1 ping-pong reset 50000 --include-kernel)
-        add_run w1-pingpong-reset-50k-k "" any "${a[@]}" ;;
+        # Open as at 4 vCPUs ("wide"): a CI boot of 2026-12-04 left 259 ambiguous (bound
+        # 150; the stock driver's rules alone gave the same 259), 84 in the boots before;
+        # every bound on dropped still held (439 <= lost 481 <= 439 + 259).
+        add_run w1-pingpong-reset-50k-k "" wide "${a[@]}" ;;
     smp2-pnmi) # the same kernel booted with pseudo-NMIs: no interrupt is lost
         APPEND=irqchip.gicv3_pseudo_nmi=1 EXPECT_VERDICT=enabled EXPECT_NMI_EVIDENCE=1
         mapfile -t a < <(m 1 ping-pong free 100000)
