@@ -18,6 +18,9 @@ refutes that driver for the rest of the stream. Where both still explain the
 records, what they disagree on is ambiguous, as between any explanations.
 */
 
+use super::InterruptJudge;
+use super::hypotheses::Hypothesis;
+
 /// A set of driver behaviours (a bit each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) struct Drivers(u8);
@@ -43,5 +46,14 @@ impl Drivers {
 
     pub(super) fn is_empty(self) -> bool {
         self.0 == 0
+    }
+}
+
+impl InterruptJudge {
+    /// Keeping only `hyps` would leave none of the stock driver's
+    /// explanations where the stream still had some: a refutation of its
+    /// rules (which only an exact sample may make).
+    pub(super) fn refutes_stock(&self, hyps: &[Hypothesis]) -> bool {
+        self.drivers.has(Drivers::STOCK) && !hyps.iter().any(|h| h.drivers.has(Drivers::STOCK))
     }
 }

@@ -4,7 +4,6 @@ period or more late (the driver re-based), or impossible (refuted).
 */
 
 use super::InterruptJudge;
-use super::drivers::Drivers;
 use super::due::Due;
 use super::hypotheses::{Hypothesis, Tally, combine};
 use super::rules::{
@@ -88,11 +87,7 @@ impl InterruptJudge {
         // judged by the delivering driver's rules, their grid already off,
         // which could have hidden a loss.) Refuting the delivering driver
         // only makes the judgement stricter.
-        let alive = Drivers::of(next.iter().map(|h| h.drivers));
-        if !alive.is_empty()
-            && self.drivers.has(Drivers::STOCK)
-            && !alive.has(Drivers::STOCK)
-            && (self.grid_uncertain || raced.is_some())
+        if !next.is_empty() && self.refutes_stock(&next) && (self.grid_uncertain || raced.is_some())
         {
             next.clear();
         }

@@ -195,9 +195,7 @@ impl InterruptJudge {
                 h
             })
             .collect();
-        let refutes_stock =
-            self.drivers.has(Drivers::STOCK) && !kept.iter().any(|h| h.drivers.has(Drivers::STOCK));
-        if kept.is_empty() || refutes_stock {
+        if kept.is_empty() || self.refutes_stock(&kept) {
             // A read below every explanation's due point at a pending stop:
             // not ours to refute here; the next sample judges (and only a
             // sample refutes the stock driver).
