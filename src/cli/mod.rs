@@ -573,7 +573,7 @@ pub fn usage_line<S: AsRef<std::ffi::OsStr>>(e: &clap::Error, argv: &[S]) -> Str
             Cli::command()
                 .get_subcommands()
                 .map(|c| c.get_name().to_string())
-                .filter(|name| edit_distance(name, typed) == 1),
+                .filter(|name| strsim::levenshtein(name, typed) == 1),
         );
     }
     if !similar.is_empty() {
@@ -581,24 +581,6 @@ pub fn usage_line<S: AsRef<std::ffi::OsStr>>(e: &clap::Error, argv: &[S]) -> Str
     }
     line.push_str(&help_hint(subcommand_of(argv).as_deref()));
     line
-}
-
-/// Levenshtein distance (insertions, deletions, substitutions of chars).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (diagonal + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(row[j + 1] + 1);
-            diagonal = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 /// The subcommand the command line names (`argv[1]`), if it is one.
@@ -727,8 +709,6 @@ mod tests {
         let argv = ["pmustress", "run", "--period", "0"];
         let e = Cli::try_parse_from(argv).unwrap_err();
         assert!(!usage_line(&e, &argv).contains("one of"));
-        assert_eq!(edit_distance("rn", "run"), 1);
-        assert_eq!(edit_distance("report", "run"), 5);
     }
 
     #[test]
