@@ -109,6 +109,17 @@ const BAD: &[(&[&str], &str)] = &[
     (&["--cpus", "0-4294967295"], "--cpus"),
     (&["--cpus", "99999999999"], "--cpus"),
     (&["--event", "task-clock", "--cpus", "4095"], "--cpus"),
+    // perf's syntax, malformed or asking what pmustress cannot count:
+    // kernel mode alone, precision modifiers, a term that is no NAME=VALUE,
+    // user mode only beside --include-kernel.
+    (&["-e", "instructions:k"], "--event"),
+    (&["--event", "cycles:pp"], "--event"),
+    (&["--event", "cpu/event 0xc4/"], "--event"),
+    (&["--event", "cpu//"], "--event"),
+    (
+        &["--event", "instructions:u", "--include-kernel"],
+        "--event",
+    ),
     // Events: case, empty, too many hex digits.
     (&["--event", "BRANCHES"], "--event"),
     (&["--event", ""], "--event"),
@@ -210,4 +221,48 @@ fn unknown_flag_is_a_usage_error() {
     let out = run(&["run", "--frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--frobnicate"));
+}
+
+/// What a perf user types or pastes from a perf report is accepted: on a
+/// machine without a hardware PMU each is refused for want of one (125,
+/// run.json saying so), never as a usage error (2).
+#[test]
+fn perf_event_spellings_are_accepted() {
+    if crate::util::has_core_pmu() {
+        crate::util::skipped("perf_event_spellings_are_accepted: this machine has a core PMU");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (i, spelling) in [
+        "armv8_pmuv3/br_retired/",
+        "cpu/branches/",
+        "cpu/event=0xc4,umask=0x1/u",
+        "instructions:u",
+        "cycles:uk",
+        "branch-misses",
+        "ref-cycles",
+        "r0x21",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out_dir = dir.path().join(i.to_string());
+        let out = run(&[
+            "run",
+            "-e",
+            spelling,
+            "--duration",
+            "1s",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{spelling}: {stderr}");
+        assert!(
+            stderr.contains("needs a hardware PMU"),
+            "{spelling}: {stderr}"
+        );
+        let r = crate::util::read_json(&out_dir);
+        assert_eq!(r["exit_status"], 125, "{spelling}");
+    }
 }

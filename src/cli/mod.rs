@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::event::EventSpec;
+use crate::config::event::EventArg;
 use crate::domain::{
     DriverRules, GroupBy, MigrateMode, MoveWhich, OutputFormat, RearmMode, SwitchWitness,
 };
@@ -222,11 +222,14 @@ pub struct EnvArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Event to count: branches (the CPU's retired-branch event), instructions,
-    /// cycles, rHEX (raw, perf syntax), task-clock or cpu-clock (software:
-    /// exercises the pipeline, does not test the PMU).
-    #[arg(long, value_name = "SPEC", default_value = "branches", value_parser = parse_event)]
-    pub event: EventSpec,
+    /// Event to count, in perf's syntax: branches (the CPU's retired-branch
+    /// event), instructions, cycles, perf's other hardware names
+    /// (branch-misses, ref-cycles...), rHEX or r0xHEX (raw), PMU/TERMS/
+    /// (cpu/event=0xc4,umask=0x1/, armv8_pmuv3/br_retired/), task-clock or
+    /// cpu-clock (software: exercises the pipeline, does not test the PMU).
+    /// Unlike perf, user mode only unless :uk or --include-kernel is given.
+    #[arg(short = 'e', long, value_name = "SPEC", default_value = "branches", value_parser = parse_event)]
+    pub event: EventArg,
 
     /// Overflow period in events (ns for software clocks).
     /// [default: 100000 for hardware events, 1000000 for software clocks]
@@ -306,7 +309,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "C", default_value = "0.99", allow_negative_numbers = true, value_parser = parse_confidence)]
     pub confidence: f64,
 
-    /// Count kernel mode too (needs perf_event_paranoid <= 1 or CAP_PERFMON).
+    /// Count kernel mode too, as perf's :uk (needs perf_event_paranoid <= 1
+    /// or CAP_PERFMON).
     #[arg(long)]
     pub include_kernel: bool,
 
@@ -370,7 +374,7 @@ pub struct RunArgs {
     pub max_anomaly_lines: u64,
 }
 
-fn parse_event(s: &str) -> Result<EventSpec, String> {
+fn parse_event(s: &str) -> Result<EventArg, String> {
     s.parse()
 }
 

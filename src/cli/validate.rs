@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::cli::RunArgs;
 use crate::config::StressDefaults;
-use crate::config::event::{self, Platform};
+use crate::config::event::{self, CountedModes, Platform};
 use crate::config::{Bisect, RunConfig, format_cpus};
 use crate::domain::{MigrateMode, MoveWhich};
 
@@ -213,7 +213,8 @@ impl RunConfig {
     ) -> Result<RunConfig, ConfigError> {
         let cpus = cpus(args, allowed)?;
         let too_few_to_migrate = too_few_to_migrate(args, &cpus)?;
-        let spec = args.event;
+        let spec = args.event.spec.clone();
+        let include_kernel = include_kernel(args)?;
         let period = period(args)?;
         check_out(args)?;
         check_skid(args, period)?;
@@ -228,11 +229,11 @@ impl RunConfig {
                 format_cpus(&cpus)
             ));
         }
-        let event = match event::resolve(spec, platform, &cpus) {
+        let event = match event::resolve(spec.clone(), platform, &cpus) {
             Ok(event) => event,
             Err(e) => {
                 refusal.get_or_insert(e.0);
-                event::ResolvedEvent::unresolved(spec)
+                event::ResolvedEvent::unresolved(spec.clone())
             }
         };
         let (skid, skid_source) = skid(args, &event, period, refusal.is_some())?;
@@ -261,7 +262,7 @@ impl RunConfig {
             interrupts_per_worker: args.interrupts,
             stop_after_anomalies: args.stop_after_anomalies,
             bisect,
-            include_kernel: args.include_kernel,
+            include_kernel,
             pmu_irq_maskable: platform.pmu_irq_maskable,
             switch_witness: args.switch_witness,
             max_count_rate: args.max_count_rate,
@@ -327,9 +328,25 @@ fn too_few_to_migrate(args: &RunArgs, cpus: &[usize]) -> Result<bool, ConfigErro
     Ok(too_few_to_migrate)
 }
 
+/// Kernel mode counted: `--include-kernel`, or perf's `:uk` on the event;
+/// `:u` beside `--include-kernel` asks for both and neither.
+fn include_kernel(args: &RunArgs) -> Result<bool, ConfigError> {
+    match args.event.modes {
+        Some(CountedModes::User) if args.include_kernel => Err(usage(
+            "--event",
+            format!(
+                "{}:u counts user mode only, and --include-kernel asks for kernel mode too: use --include-kernel without :u, or write :uk",
+                args.event.spec
+            ),
+        )),
+        Some(CountedModes::UserAndKernel) => Ok(true),
+        _ => Ok(args.include_kernel),
+    }
+}
+
 /// --period, or the event's default, held to the software-period guard.
 fn period(args: &RunArgs) -> Result<u64, ConfigError> {
-    let spec = args.event;
+    let spec = &args.event.spec;
     let period = args.period.unwrap_or_else(|| spec.default_period());
     if spec.is_software() && period < MIN_SOFTWARE_PERIOD_NS {
         return Err(usage(

@@ -33,6 +33,14 @@ pub struct Pmu {
     pub cpus: Option<Vec<u32>>,
     /// Named events from `events/`, sorted.
     pub events: Vec<String>,
+    /// Core PMUs: what each named event stands for (`events/NAME`, e.g.
+    /// `event=0xc4,umask=0x1`), for perf's `pmu/NAME/` syntax.
+    #[serde(skip)]
+    pub event_terms: BTreeMap<String, String>,
+    /// Core PMUs: where each term's value goes (`format/NAME`, e.g.
+    /// `config:0-7`).
+    #[serde(skip)]
+    pub formats: BTreeMap<String, String>,
     /// A PMU that counts what a CPU executes (cycles, branches), by perf's
     /// own rule (`is_pmu_core`): named `cpu`, or has a `cpus` file.
     pub is_core: bool,
@@ -100,11 +108,28 @@ impl Pmus {
                 })
                 .collect();
             let is_core = name == "cpu" || root.exists(&format!("{dir}/cpus"));
+            let contents = |sub: &str, names: &[String]| -> BTreeMap<String, String> {
+                if !is_core {
+                    return BTreeMap::new();
+                }
+                names
+                    .iter()
+                    .filter_map(|n| {
+                        let v = root.read_value(&format!("{dir}/{sub}/{n}")).value?;
+                        Some((n.clone(), v))
+                    })
+                    .collect()
+            };
+            let event_terms = contents("events", &events);
+            let format_names = root.list(&format!("{dir}/format")).unwrap_or_default();
+            let formats = contents("format", &format_names);
             devices.push(Pmu {
                 name,
                 type_id,
                 cpus,
                 events,
+                event_terms,
+                formats,
                 is_core,
                 caps,
                 counters: None,
