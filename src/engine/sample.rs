@@ -27,7 +27,7 @@ format 0 for the overflow event, GROUP for the witness).
 
 use perf_event_open_sys::bindings as sys;
 
-use crate::judge::Observation;
+use crate::records::Observation;
 
 /// The ids of the events writing into one ring (PERF_EVENT_IOC_ID).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

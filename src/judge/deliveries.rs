@@ -28,8 +28,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::JudgeConfig;
-use super::stream::Delivery;
 use crate::domain::RearmMode;
+use crate::records::Delivery;
 
 /// Every delivery of one worker, accounted once.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

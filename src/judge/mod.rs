@@ -13,15 +13,15 @@ Two judgements that never mix:
   changes the interrupt verdict, and no interrupt verdict depends on when a
   signal came.
 
-`worker` runs both over the stream (`stream`), applies `--inject-drop-every`
-as a filter before judgement, and turns what they found into anomalies
-(`kinds`) with the context a maintainer asks for. `wrap` takes the kernel's
-2^32 count jumps (an update racing the overflow NMI) out of every count
-first. `model` is a driver model that generates streams with their ground
-truth, for the property tests. `stats` turns counts into rates with exact
-intervals, and says how many overflows without a drop bound a rate.
-`stress` counts the stops the kernel witnessed, the moves that made them and
-where in the period they fell: what a clean verdict survived.
+`worker` runs both over the stream (`crate::records`), applies
+`--inject-drop-every` as a filter before judgement, and turns what they
+found into anomalies (`kinds`) with the context a maintainer asks for.
+`wrap` takes the kernel's 2^32 count jumps (an update racing the overflow
+NMI) out of every count first. `model` is a driver model that generates
+streams with their ground truth, for the property tests. `stress` counts
+the stops the kernel witnessed, the moves that made them and where in the
+period they fell: what a clean verdict survived (its rates from
+`crate::stats`).
 */
 
 pub mod deliveries;
@@ -29,8 +29,6 @@ pub mod interrupts;
 pub mod kinds;
 #[cfg(feature = "testkit")]
 pub mod model;
-pub mod stats;
-pub mod stream;
 pub mod stress;
 pub mod worker;
 pub mod wrap;
@@ -39,10 +37,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::{DriverRules, RearmMode};
 
+pub use crate::records::{Delivery, Observation};
 pub use deliveries::{ClosedWindow, DeliveryTotals};
 pub use interrupts::InterruptTotals;
 pub use kinds::AnomalyKind;
-pub use stream::{Delivery, Observation, Row};
 pub use stress::{Sensitivity, StressTotals};
 pub use worker::{Anomaly, StreamJudge, StreamJudgement};
 

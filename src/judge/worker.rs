@@ -19,11 +19,11 @@ use serde::Serialize;
 use super::deliveries::{DeliveryEvent, DeliveryEventKind, DeliveryJudge, DeliveryTotals};
 use super::interrupts::{InterruptEvent, InterruptEventKind, InterruptJudge, InterruptTotals};
 use super::kinds::AnomalyKind;
-use super::stream::{Delivery, Observation};
 use super::stress::StressTotals;
 use super::wrap::Unwrap;
 use super::{ClosedWindow, JudgeConfig};
 use crate::domain::RearmMode;
+use crate::records::{Delivery, Observation};
 
 /// One anomaly, with everything a maintainer asks about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
