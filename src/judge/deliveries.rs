@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::JudgeConfig;
+use super::config::JudgeConfig;
 use crate::domain::RearmMode;
 use crate::records::Delivery;
 
