@@ -7,18 +7,22 @@ migrator, signals, the kernel's sample rings) into one observation stream
 per worker; `judge` decides every overflow and every delivery from that
 stream; `evidence` writes the results directory and reads
 it back (report, compare, plot, replay); `fingerprint` describes the
-machine; `domain` holds the words they all share.
+machine. Below them all: `records` is the observation stream's rows and
+their text format (raw.csv.gz), `stats` turns counts into rates with exact
+intervals, and `domain` holds the words they all share.
 
 Each module imports only the ones below it (tests/architecture.rs checks
 this, and that this graph is the code's):
 
 ```text
-cli -> config, domain, engine, evidence, fingerprint, judge
-evidence -> config, domain, engine, fingerprint, judge
-engine -> config, domain, fingerprint, judge
-config -> domain, fingerprint, judge
-judge -> domain
+cli -> config, domain, engine, evidence, fingerprint, judge, records, stats
+evidence -> config, domain, engine, fingerprint, judge, records, stats
+engine -> config, domain, fingerprint, judge, records
+config -> domain, fingerprint, judge, stats
+judge -> domain, records, stats
 fingerprint -> nothing
+records -> nothing
+stats -> nothing
 domain -> nothing
 ```
 
@@ -49,3 +53,5 @@ pub mod engine;
 pub mod evidence;
 pub mod fingerprint;
 pub mod judge;
+pub mod records;
+pub mod stats;

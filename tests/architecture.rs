@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 /// before it. A new top-level module goes here, in its place.
 const LAYERS: &[&str] = &[
     "domain",
+    "stats",
+    "records",
     "fingerprint",
     "judge",
     "config",

@@ -14,9 +14,9 @@ use pmustress::config::event::Platform;
 use pmustress::domain::RearmMode;
 use pmustress::evidence::results_dir::{RAW_MEMBER_BYTES, ResultsDir};
 use pmustress::fingerprint::Fingerprint;
-use pmustress::judge::stream::{Delivery, Observation};
 use pmustress::judge::worker::StreamJudge;
 use pmustress::judge::{ClosedWindow, JudgeConfig};
+use pmustress::records::{Delivery, Observation};
 
 /// The system allocator, counting the bytes each thread holds: what a
 /// thread allocated less what it freed. A test that allocates and frees on

@@ -27,7 +27,8 @@ use crate::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
 use crate::evidence::results_dir::{OutError, ResultsDir};
 use crate::evidence::verdict::{self, Warning};
 use crate::fingerprint::Fingerprint;
-use crate::judge::{Anomaly, ClosedWindow, Observation};
+use crate::judge::{Anomaly, ClosedWindow};
+use crate::records::Observation;
 
 /// Appends a line to a command's output.
 macro_rules! put {
@@ -339,7 +340,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 serde_json::json!({
                     "label": g.label, "runs": g.runs, "overflows": g.overflows,
                     "dropped": g.dropped, "injected": g.injected,
-                    "rate": crate::judge::stats::Rate::new(g.dropped, g.overflows, crate::domain::CONFIDENCE),
+                    "rate": crate::stats::Rate::new(g.dropped, g.overflows, crate::domain::CONFIDENCE),
                 })
             };
             let v = serde_json::json!({

@@ -82,7 +82,7 @@ impl Bisect {
                         ),
                     ));
                 }
-                let rate = crate::judge::stats::Rate::new(
+                let rate = crate::stats::Rate::new(
                     run.dropped(),
                     run.overflows(),
                     crate::domain::CONFIDENCE,
@@ -107,12 +107,8 @@ impl Bisect {
                     .map_or(0, |s| s.stops);
                 let per_stop = (stops > 0)
                     .then(|| {
-                        crate::judge::stats::Rate::new(
-                            run.dropped(),
-                            stops,
-                            crate::domain::CONFIDENCE,
-                        )
-                        .ci_low_per_million
+                        crate::stats::Rate::new(run.dropped(), stops, crate::domain::CONFIDENCE)
+                            .ci_low_per_million
                     })
                     .flatten()
                     .map(|r| r / 1e6)
@@ -130,16 +126,16 @@ impl Bisect {
             }
             (None, None) => return Ok(None),
         };
-        let every_run = crate::judge::stats::trials_to_bound(
+        let every_run = crate::stats::trials_to_bound(
             crate::domain::MIN_EVIDENCE_RATE,
             crate::domain::CONFIDENCE,
         )
         .unwrap_or(u64::MAX);
         let stops_needed = per_stop
-            .and_then(|r| crate::judge::stats::trials_to_bound(r, args.confidence))
+            .and_then(|r| crate::stats::trials_to_bound(r, args.confidence))
             .unwrap_or(every_run)
             .max(every_run);
-        let needed = crate::judge::stats::trials_to_bound(bad_rate, args.confidence).ok_or_else(|| {
+        let needed = crate::stats::trials_to_bound(bad_rate, args.confidence).ok_or_else(|| {
             usage(
                 "--bad-rate",
                 format!(

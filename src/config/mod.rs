@@ -167,7 +167,7 @@ impl RunConfig {
                 && !self.event.software,
             max_count_rate: self.max_count_rate.unwrap_or(0),
             driver_rules: self.driver_rules,
-            stops_needed: crate::judge::stats::trials_to_bound(
+            stops_needed: crate::stats::trials_to_bound(
                 crate::domain::MIN_EVIDENCE_RATE,
                 crate::domain::CONFIDENCE,
             )

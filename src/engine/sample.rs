@@ -23,11 +23,23 @@ perf_event_max_sample_rate, and LOST means the ring itself overflowed.
 Parsing is pure: bytes in, observations out, for exactly the layout `kernel`
 requests (sample_type IDENTIFIER|TID|TIME|CPU|READ with sample_id_all; read
 format 0 for the overflow event, GROUP for the witness).
+
+It is written here rather than taken from linux-perf-event-reader (0.10.2,
+the parser the samply profiler uses), which does not fit: its
+`SampleRecord` reads PERF_SAMPLE_READ's values and drops them (and reads
+the GROUP and non-GROUP layouts the other way round, so a sample with read
+format 0 asks for `count` further values and fails), while the READ value
+is the one datum judged here; it has no LOST_SAMPLES record; and it parses
+by one attr's `RecordParseInfo` while three events with different read
+formats share this ring. What it does well (a record wrapping the ring's
+end read from two slices) `kernel`'s drain already does, copying each
+pass's bytes out once, off the signal handler's path; parsing allocates
+nothing per record here either.
 */
 
 use perf_event_open_sys::bindings as sys;
 
-use crate::judge::Observation;
+use crate::records::Observation;
 
 /// The ids of the events writing into one ring (PERF_EVENT_IOC_ID).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -33,7 +33,7 @@ pub const MAX_WORKERS: usize = 1024;
 /// `at_stop` in a packed record: none (no count is ever this high).
 const NO_COUNT: u64 = u64::MAX;
 
-pub use crate::judge::Delivery;
+pub use crate::records::Delivery;
 
 /// What the handler saw for one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use crate::domain::OutputFormat;
 use crate::evidence::loaded_run::LoadedRun;
 use crate::evidence::report::{rate_cells, wrap_into};
 
-pub use crate::judge::stats::rates_differ_p;
+pub use crate::stats::rates_differ_p;
 
 /// A group of runs summed: overflows and drops add.
 pub struct Group {

@@ -22,7 +22,7 @@ use crate::domain::{CONFIDENCE, GroupBy, OutputFormat};
 use crate::evidence::loaded_run::LoadedRun;
 use crate::evidence::results::Verdict;
 use crate::evidence::runfile::verdict_name;
-use crate::judge::stats::Rate;
+use crate::stats::Rate;
 
 /// What a group key is called when a run's fingerprint does not say
 /// (older results have no hostname; a VM may have no DMI).

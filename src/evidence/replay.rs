@@ -30,10 +30,10 @@ use serde_json::Value;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_DROPPED};
 use crate::evidence::runfile::verdict_name;
 use crate::evidence::verdict::{Evidence, Reason, Settings, coincidences, decide, verdict_of};
-use crate::judge::stream::{HEADER, Row};
 use crate::judge::{
     Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StreamJudge, StressTotals,
 };
+use crate::records::{HEADER, Row};
 
 /// The longest line read from a stream: a row is under 200 bytes, so a
 /// longer one is not a stream pmustress wrote (a 300 MB line was held

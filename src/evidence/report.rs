@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::domain::OutputFormat;
 use crate::evidence::loaded_run::LoadedRun;
-use crate::judge::stats::Rate;
+use crate::stats::Rate;
 
 pub const WIDTH: usize = 72;
 

@@ -33,8 +33,8 @@ use crate::config::RunConfig;
 use crate::domain::{CONFIDENCE, EXIT_CANNOT_TEST, StopReason, SwitchWitness};
 use crate::evidence::verdict::{Reason, Warning};
 use crate::fingerprint::{Fingerprint, PseudoNmi};
-use crate::judge::stats::Rate;
 use crate::judge::{Anomaly, DeliveryTotals, InterruptTotals, Sensitivity, StressTotals};
+use crate::stats::Rate;
 
 /// At most this many anomalies are kept in run.json (all are counted, and
 /// anomalies.csv has every one).

@@ -5,7 +5,7 @@ The results directory, written as the run goes.
   run leaves a parseable directory) and replaced at the end, each time by
   atomic rename.
 - `raw.csv.gz`: every observation the judge saw, one per line
-  (`judge::stream`), as one gzip member per second (or per
+  (`records`), as one gzip member per second (or per
   `RAW_MEMBER_BYTES` of text, when that comes first): a killed run leaves
   every whole member readable (`zcat`, `pmustress replay`).
 - `anomalies.csv`: one row per anomaly, flushed every second.
@@ -52,8 +52,8 @@ use crate::config::RunConfig;
 use crate::engine::kernel::process;
 use crate::evidence::results::{AnomalyRecord, RunStarted, anomaly_columns};
 use crate::fingerprint::Fingerprint;
-use crate::judge::stream::{self, Row};
-use crate::judge::{Anomaly, ClosedWindow, Observation};
+use crate::judge::{Anomaly, ClosedWindow};
+use crate::records::{self, Observation, Row};
 
 const FLUSH_EVERY_NS: u64 = 1_000_000_000;
 
@@ -444,7 +444,7 @@ struct HistogramLog {
 /// the controller (the rows of a 2 s pause are twice a second's) and never
 /// gave it back; bounded, it is allocated once.
 pub const RAW_MEMBER_BYTES: usize = 256 << 10;
-/// Longer than any row (`judge::stream::Row`: a few numbers and a word).
+/// Longer than any row (`records::Row`: a few numbers and a word).
 const RAW_ROW_MAX: usize = 256;
 
 /// `raw.csv.gz`: the observation stream, one gzip member per flush.
@@ -621,7 +621,7 @@ impl ResultsDir {
         let opened = (|| -> Result<_> {
             let anomalies = csv_writer(create(&dir, "anomalies.csv", &stopped)?);
             let mut stream = RawStream::new(Guarded::create_binary(&dir, "raw.csv.gz", &stopped)?);
-            stream.pending.push_str(stream::HEADER);
+            stream.pending.push_str(records::HEADER);
             stream.pending.push('\n');
             let raw = if cfg.raw {
                 Some(csv_writer(create(&dir, "deltas.csv", &stopped)?))

@@ -17,8 +17,8 @@ use crate::evidence::results::{
 };
 use crate::evidence::verdict::{Evidence, RunSide, Settings, coincidences, decide};
 use crate::fingerprint::Fingerprint;
-use crate::judge::stats::Rate;
 use crate::judge::{Anomaly, InterruptTotals};
+use crate::stats::Rate;
 
 fn counts_of(w: &WorkerOutcome, cfg: &RunConfig) -> Counts {
     let v = &w.verdict;

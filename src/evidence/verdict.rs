@@ -34,7 +34,7 @@ pub use crate::domain::MIN_EVIDENCE_RATE;
 /// How many overflows with no drop make a run "clean": enough to bound the
 /// dropped rate below `MIN_EVIDENCE_RATE` at `CONFIDENCE` (299).
 pub fn overflows_needed() -> u64 {
-    crate::judge::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
+    crate::stats::trials_to_bound(MIN_EVIDENCE_RATE, CONFIDENCE).unwrap_or(u64::MAX)
 }
 
 /// Interrupts a period or more late that land within the interrupt skid of

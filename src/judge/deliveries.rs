@@ -27,9 +27,9 @@ use std::collections::VecDeque;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::JudgeConfig;
-use super::stream::Delivery;
+use super::config::JudgeConfig;
 use crate::domain::RearmMode;
+use crate::records::Delivery;
 
 /// Every delivery of one worker, accounted once.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,7 +22,7 @@ runqueue stops nothing. Per worker:
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::Rate;
+use crate::stats::Rate;
 
 /// Bins of the stop-position histogram over one period.
 pub const POSITION_BINS: usize = 20;

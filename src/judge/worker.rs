@@ -16,14 +16,15 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::config::JudgeConfig;
+use super::deliveries::ClosedWindow;
 use super::deliveries::{DeliveryEvent, DeliveryEventKind, DeliveryJudge, DeliveryTotals};
 use super::interrupts::{InterruptEvent, InterruptEventKind, InterruptJudge, InterruptTotals};
 use super::kinds::AnomalyKind;
-use super::stream::{Delivery, Observation};
 use super::stress::StressTotals;
 use super::wrap::Unwrap;
-use super::{ClosedWindow, JudgeConfig};
 use crate::domain::RearmMode;
+use crate::records::{Delivery, Observation};
 
 /// One anomaly, with everything a maintainer asks about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

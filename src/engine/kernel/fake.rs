@@ -56,7 +56,7 @@ use serde::{Deserialize, Serialize};
 use super::{EventAttr, HandlerKernel, Kernel};
 use crate::engine::sample::{self, RingIds};
 use crate::engine::signal;
-use crate::judge::Observation;
+use crate::records::Observation;
 
 /// The fake clock at the start of a run (any value would do; not 0, so a
 /// time never looks unset).

@@ -6,7 +6,7 @@ budget, signal or watchdog.
 The controller (the calling thread) is the only consumer of every ring:
 handler records, kernel sample rings and migration times. Each pass drains
 all three and merges them by time into one stream per worker
-(`judge::stream`), holding back what is newer than the previous pass: a
+(`records`), holding back what is newer than the previous pass: a
 handler still running when its ring was drained then still lands in order.
 The stream goes to the observer (the raw record) and to the worker's judge.
 Nothing here interprets results; that is `judge` and `evidence::results`.
@@ -31,7 +31,8 @@ use crate::engine::signal::{self, SignalRecord, Slot};
 use crate::engine::worker::{
     self, Finished, MOVE_RING_RECORDS, Ready, SIGNAL_RING_RECORDS, WorkerConfig, WorkerControl,
 };
-use crate::judge::{Anomaly, ClosedWindow, JudgeConfig, Observation, StreamJudge, StreamJudgement};
+use crate::judge::{Anomaly, ClosedWindow, JudgeConfig, StreamJudge, StreamJudgement};
+use crate::records::Observation;
 
 /// How often the controller drains rings.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);

@@ -1,6 +1,6 @@
 /*!
 Which driver's rules an explanation follows at a context switch that finds
-an overflow pending.
+an overflow pending, and the stops that may find one (`Stop`).
 
 - The stock driver loses it: the stop clears the overflow flag and the
   restart re-arms by the rules, its period consumed silently (every arm64
@@ -17,9 +17,6 @@ of explanations from the start and a sample that fits none of a family's
 refutes that driver for the rest of the stream. Where both still explain the
 records, what they disagree on is ambiguous, as between any explanations.
 */
-
-use super::InterruptJudge;
-use super::hypotheses::Hypothesis;
 
 /// A set of driver behaviours (a bit each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,11 +46,21 @@ impl Drivers {
     }
 }
 
-impl InterruptJudge {
-    /// Keeping only `hyps` would leave none of the stock driver's
-    /// explanations where the stream still had some: a refutation of its
-    /// rules (which only an exact sample may make).
-    pub(super) fn refutes_stock(&self, hyps: &[Hypothesis]) -> bool {
-        self.drivers.has(Drivers::STOCK) && !hyps.iter().any(|h| h.drivers.has(Drivers::STOCK))
-    }
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StopKind {
+    /// A context switch: an NMI may still take the pending interrupt before
+    /// the stop clears it.
+    Switch,
+    /// PERF_EVENT_IOC_PERIOD in reset mode.
+    Period,
+    /// The final DISABLE.
+    Final,
+}
+
+/// A stop whose count is in [lo, hi].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stop {
+    pub(super) lo: u64,
+    pub(super) hi: u64,
+    pub(super) kind: StopKind,
 }

@@ -5,10 +5,9 @@ together (the certain part counted, the rest ambiguous).
 */
 
 use super::InterruptJudge;
-use super::drivers::Drivers;
+use super::drivers::{Drivers, Stop, StopKind};
 use super::due::Due;
-use super::rules::Class;
-use super::stops::{Stop, StopKind, lose_at_stop};
+use super::rules::{Class, restart_after_loss};
 use super::totals::{InterruptEvent, InterruptEventKind};
 use crate::domain::DriverRules;
 
@@ -324,4 +323,33 @@ pub(super) fn combine(mut tallies: Vec<Tally>) -> Tally {
         }
     }
     t
+}
+
+impl InterruptJudge {
+    /// Keeping only `hyps` would leave none of the stock driver's
+    /// explanations where the stream still had some: a refutation of its
+    /// rules (which only an exact sample may make).
+    pub(super) fn refutes_stock(&self, hyps: &[Hypothesis]) -> bool {
+        self.drivers.has(Drivers::STOCK) && !hyps.iter().any(|h| h.drivers.has(Drivers::STOCK))
+    }
+}
+
+/// The pending overflow of `stop` was lost: the restart re-arms by the
+/// driver's rules from the stop's count.
+pub(super) fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: InterruptEvent) {
+    h.tally.dropped += 1;
+    h.tally.dropped_at_final_stop += u64::from(stop.kind == StopKind::Final);
+    h.tally.dropped_at_switch += u64::from(stop.kind == StopKind::Switch);
+    h.tally.events.push(event);
+    if stop.kind != StopKind::Switch {
+        // No re-arm rule runs on a lost overflow's behalf here, so no
+        // re-base to count: the final DISABLE never restarts the event, and
+        // PERIOD sets period_left to 0 before its restart (rule 2 from the
+        // restart; `reset` sets the grid from there).
+        h.due = h.due.plus(p);
+        return;
+    }
+    let restart = restart_after_loss(h.due, stop.lo, stop.hi, p);
+    h.tally.rebased_at_restart += u64::from(restart.rebased);
+    h.due = restart.due;
 }

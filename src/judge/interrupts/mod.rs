@@ -61,7 +61,7 @@ use hdrhistogram::Histogram;
 use self::drivers::Drivers;
 use self::due::Due;
 use self::hypotheses::{Hypothesis, Tally, combine};
-use super::JudgeConfig;
+use super::config::JudgeConfig;
 use crate::domain::DriverRules;
 
 pub use self::totals::{InterruptEvent, InterruptEventKind, InterruptTotals};

@@ -4,8 +4,8 @@ restart a period from the reset.
 */
 
 use super::InterruptJudge;
+use super::drivers::{Stop, StopKind};
 use super::rules::restart_after_period;
-use super::stops::{Stop, StopKind};
 
 impl InterruptJudge {
     /// Reset mode: the handler read `read`, then reset the count. Its

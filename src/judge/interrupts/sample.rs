@@ -4,12 +4,12 @@ period or more late (the driver re-based), or impossible (refuted).
 */
 
 use super::InterruptJudge;
+use super::drivers::{Stop, StopKind};
 use super::due::Due;
-use super::hypotheses::{Hypothesis, Tally, combine};
+use super::hypotheses::{Hypothesis, Tally, combine, lose_at_stop};
 use super::rules::{
     AtStop, Class, Handled, pending_at_stop, rearm_after_raced_read, rearm_in_handler,
 };
-use super::stops::{Stop, StopKind, lose_at_stop};
 use super::totals::{InterruptEvent, InterruptEventKind};
 
 impl InterruptJudge {

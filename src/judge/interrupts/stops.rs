@@ -6,29 +6,9 @@ DISABLE.
 */
 
 use super::InterruptJudge;
-use super::drivers::Drivers;
-use super::hypotheses::Hypothesis;
-use super::rules::restart_after_loss;
+use super::drivers::{Drivers, Stop, StopKind};
+use super::hypotheses::{Hypothesis, lose_at_stop};
 use super::totals::{InterruptEvent, InterruptEventKind};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum StopKind {
-    /// A context switch: an NMI may still take the pending interrupt before
-    /// the stop clears it.
-    Switch,
-    /// PERF_EVENT_IOC_PERIOD in reset mode.
-    Period,
-    /// The final DISABLE.
-    Final,
-}
-
-/// A stop whose count is in [lo, hi].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stop {
-    pub(super) lo: u64,
-    pub(super) hi: u64,
-    pub(super) kind: StopKind,
-}
 
 impl InterruptJudge {
     /// The event was stopped (a context switch). `count`: its count there,
@@ -236,24 +216,4 @@ impl InterruptJudge {
         }
         self.commit_at_end();
     }
-}
-
-/// The pending overflow of `stop` was lost: the restart re-arms by the
-/// driver's rules from the stop's count.
-pub(super) fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: InterruptEvent) {
-    h.tally.dropped += 1;
-    h.tally.dropped_at_final_stop += u64::from(stop.kind == StopKind::Final);
-    h.tally.dropped_at_switch += u64::from(stop.kind == StopKind::Switch);
-    h.tally.events.push(event);
-    if stop.kind != StopKind::Switch {
-        // No re-arm rule runs on a lost overflow's behalf here, so no
-        // re-base to count: the final DISABLE never restarts the event, and
-        // PERIOD sets period_left to 0 before its restart (rule 2 from the
-        // restart; `reset` sets the grid from there).
-        h.due = h.due.plus(p);
-        return;
-    }
-    let restart = restart_after_loss(h.due, stop.lo, stop.hi, p);
-    h.tally.rebased_at_restart += u64::from(restart.rebased);
-    h.due = restart.due;
 }

@@ -4,9 +4,9 @@ record without a count): lost or not there, the grid kept or moved.
 */
 
 use super::InterruptJudge;
-use super::drivers::Drivers;
+use super::drivers::{Drivers, Stop, StopKind};
 use super::due::Due;
-use super::stops::{Stop, StopKind, lose_at_stop};
+use super::hypotheses::lose_at_stop;
 use super::totals::{InterruptEvent, InterruptEventKind};
 
 impl InterruptJudge {

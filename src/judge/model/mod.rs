@@ -56,9 +56,9 @@ mod records;
 
 use records::{Answer, Known, NextRead, Seen};
 
-use super::stream::{Delivery, Observation};
 use super::{HANDLER_SLACK, JudgeConfig};
 use crate::domain::RearmMode;
+use crate::records::{Delivery, Observation};
 
 /// How late interrupts are taken, in events past the due point: weights of
 /// three ranges.

@@ -7,6 +7,13 @@ illustrated in the case of the binomial", Biometrika 26(4): the interval is
 given by quantiles of Beta distributions, exact (conservative) for any n,
 which matters here because the counts are tiny (0 to a few hundred drops in
 millions of overflows) where the normal approximation is useless.
+
+statrs (0.19) gives the special functions (`beta_reg`, `erfc`,
+`ln_gamma`); its distributions are not used where they would change a
+printed figure: `Beta::inverse_cdf` (`inv_beta_reg`) is another algorithm
+than the bisection here, off by ~0.4% for Beta(1, 3e6), and
+`Binomial::ln_pmf` is the plain sum of ln C(n, k) and the log terms,
+from p alone, which `ln_pmf` below explains is inexact at large n.
 */
 
 use serde::{Deserialize, Serialize};
