@@ -13,6 +13,7 @@ Each module imports only the ones below it (tests/architecture.rs checks
 this, and that this graph is the code's):
 
 ```text
+testkit -> engine
 cli -> config, domain, engine, evidence, fingerprint, judge
 evidence -> config, domain, engine, fingerprint, judge
 engine -> config, domain, fingerprint, judge
@@ -49,3 +50,5 @@ pub mod engine;
 pub mod evidence;
 pub mod fingerprint;
 pub mod judge;
+#[cfg(feature = "testkit")]
+pub mod testkit;

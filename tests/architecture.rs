@@ -17,6 +17,7 @@ const LAYERS: &[&str] = &[
     "engine",
     "evidence",
     "cli",
+    "testkit",
 ];
 
 /// Each top-level module and the top-level modules it imports.

@@ -180,6 +180,11 @@ pub struct Scripted {
 }
 
 impl Scripted {
+    /// The fake kernel that plays it.
+    pub fn kernel(self) -> FakeKernel {
+        FakeKernel::on_machine(self.script, self.machine, self.cpus)
+    }
+
     /// The script `SCRIPT_ENV` names, if it names one. A file that cannot
     /// be read is the test's bug: a panic that names it.
     pub fn from_env() -> Option<Scripted> {
@@ -243,6 +248,10 @@ pub struct FakeKernel {
 struct Sim {
     state: Mutex<State>,
     wake: Condvar,
+    /// The root of the machine the run reads its fingerprint from.
+    machine: std::path::PathBuf,
+    /// The CPUs the process may run on.
+    cpus: Vec<usize>,
 }
 
 /// One event the fake opened.
@@ -358,7 +367,16 @@ impl FakeKernel {
         Ok(())
     }
 
+    /// `script` on the host's fingerprint (`/`), one CPU per scripted
+    /// worker.
     pub fn new(script: Script) -> FakeKernel {
+        let cpus = (0..script.workers.len()).collect();
+        FakeKernel::on_machine(script, std::path::PathBuf::from("/"), cpus)
+    }
+
+    /// `script` on the machine whose fingerprint is at `machine`, with
+    /// `cpus` allowed.
+    pub fn on_machine(script: Script, machine: std::path::PathBuf, cpus: Vec<usize>) -> FakeKernel {
         let mut timeline = BTreeMap::new();
         let mut seq = 0;
         for (w, steps) in script.workers.iter().enumerate() {
@@ -389,6 +407,8 @@ impl FakeKernel {
                     poke: None,
                 }),
                 wake: Condvar::new(),
+                machine,
+                cpus,
             }),
         }
     }
@@ -927,6 +947,14 @@ impl Kernel for FakeKernel {
 
     fn max_sample_rate(&self) -> Option<u64> {
         self.sim.lock().script.max_sample_rate
+    }
+
+    fn allowed_cpus(&self) -> io::Result<Vec<usize>> {
+        Ok(self.sim.cpus.clone())
+    }
+
+    fn machine_root(&self) -> std::path::PathBuf {
+        self.sim.machine.clone()
     }
 
     fn now_ns(&self) -> u64 {

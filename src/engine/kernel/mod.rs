@@ -414,16 +414,6 @@ impl Drop for SampleRing {
     }
 }
 
-/// The root the machine's fingerprint is read from: `/`, or the test
-/// kit's fixture machine when the run is scripted (`fake::SCRIPT_ENV`).
-pub fn machine_root() -> std::path::PathBuf {
-    #[cfg(feature = "testkit")]
-    if let Some(scripted) = fake::Scripted::from_env() {
-        return scripted.machine;
-    }
-    std::path::PathBuf::from("/")
-}
-
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no memory effects.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
@@ -482,10 +472,6 @@ pub fn move_thread(tid: libc::pid_t, cpu: usize) -> io::Result<()> {
 
 /// The CPUs the calling process may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    #[cfg(feature = "testkit")]
-    if let Some(scripted) = fake::Scripted::from_env() {
-        return Ok(scripted.cpus);
-    }
     // SAFETY: as in `move_thread`.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: sched_getaffinity writes one cpu_set_t of the size we pass.
@@ -691,6 +677,10 @@ pub trait Kernel: Clone + Send + Sync + 'static {
     fn thread_migrations(&self, tid: libc::pid_t) -> Option<u64>;
     /// perf_event_max_sample_rate.
     fn max_sample_rate(&self) -> Option<u64>;
+    /// The CPUs the calling process may run on.
+    fn allowed_cpus(&self) -> io::Result<Vec<usize>>;
+    /// The root the machine's fingerprint is read from.
+    fn machine_root(&self) -> std::path::PathBuf;
 
     /// CLOCK_MONOTONIC ns: the clock of the sample records and the handler.
     fn now_ns(&self) -> u64;
@@ -800,6 +790,14 @@ impl Kernel for Real {
 
     fn max_sample_rate(&self) -> Option<u64> {
         read_max_sample_rate()
+    }
+
+    fn allowed_cpus(&self) -> io::Result<Vec<usize>> {
+        allowed_cpus()
+    }
+
+    fn machine_root(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from("/")
     }
 
     fn now_ns(&self) -> u64 {
