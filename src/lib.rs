@@ -13,7 +13,7 @@ Each module imports only the ones below it (tests/architecture.rs checks
 this, and that this graph is the code's):
 
 ```text
-testkit -> engine
+testkit -> domain, engine, judge
 cli -> config, domain, engine, evidence, fingerprint, judge
 evidence -> config, domain, engine, fingerprint, judge
 engine -> config, domain, fingerprint, judge

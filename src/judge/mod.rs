@@ -17,8 +17,7 @@ Two judgements that never mix:
 as a filter before judgement, and turns what they found into anomalies
 (`kinds`) with the context a maintainer asks for. `wrap` takes the kernel's
 2^32 count jumps (an update racing the overflow NMI) out of every count
-first. `model` is a driver model that generates streams with their ground
-truth, for the property tests. `stats` turns counts into rates with exact
+first. `stats` turns counts into rates with exact
 intervals, and says how many overflows without a drop bound a rate.
 `stress` counts the stops the kernel witnessed, the moves that made them and
 where in the period they fell: what a clean verdict survived.
@@ -27,8 +26,6 @@ where in the period they fell: what a clean verdict survived.
 pub mod deliveries;
 pub mod interrupts;
 pub mod kinds;
-#[cfg(feature = "testkit")]
-pub mod model;
 pub mod stats;
 pub mod stream;
 pub mod stress;

@@ -5,15 +5,19 @@ feature, which the tests and benches turn on (Cargo.toml) and `cargo
 build` never does, and nothing shipped imports it: it imports the engine
 and the judge (tests/architecture.rs checks both).
 
-`kernel::fake` is the scripted kernel the run loop runs on without a PMU;
-`stalled_worker` is the machine's kernel with one worker stalled.
+`fake_kernel` is the scripted kernel the run loop runs on without a PMU;
+`stalled_worker` is the machine's kernel with one worker stalled;
+`driver_model` generates observation streams with their ground truth, for
+the judge's property tests.
 `TestKernel` is the kernel a test asks the whole binary to run on, through
 the environment; `main.rs` is the one place that picks it over `Real`.
 */
 
+pub mod driver_model;
+pub mod fake_kernel;
 pub mod stalled_worker;
 
-use crate::engine::kernel::fake::{FakeKernel, Scripted};
+use fake_kernel::{FakeKernel, Scripted};
 use stalled_worker::StalledWorker;
 
 /// The kernel a test asks the binary to run on, through the environment.

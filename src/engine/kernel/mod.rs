@@ -10,8 +10,8 @@ handles raw return codes or leaks descriptors.
 The run loop (run, worker, migrator) reaches these through the `Kernel`
 trait, and the overflow handler's recording steps through `HandlerKernel`:
 `Real` is the machine, each of its methods one of the calls below,
-unchanged; `fake` (test builds only) is a scripted kernel on which
-`cargo test` runs the whole loop without a PMU.
+unchanged; the test kit's fake (`testkit::fake_kernel`) is a scripted
+kernel on which `cargo test` runs the whole loop without a PMU.
 
 Every function here that works on an fd takes it borrowed (`BorrowedFd`),
 the signal handler's steps (`read_count_fd`, `disarm_fd`, `enable_fd`)
@@ -39,8 +39,6 @@ pub const STOP_POLL: Duration = Duration::from_millis(10);
 use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
 
-#[cfg(feature = "testkit")]
-pub mod fake;
 pub mod process;
 
 // libc does not define these (fcntl.h / asm-generic/fcntl.h); identical on
@@ -621,7 +619,8 @@ pub fn parse_nr_migrations(text: &str) -> Option<u64> {
 }
 
 /// What the run loop (run, worker, migrator) asks of the kernel: the seam
-/// that lets `cargo test` run the whole loop on a scripted fake (`fake`).
+/// that lets `cargo test` run the whole loop on a scripted fake
+/// (`testkit::fake_kernel`).
 /// `Real` is the machine.
 ///
 /// Left out because a fake would do the same: installing the signal

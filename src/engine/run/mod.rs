@@ -357,7 +357,7 @@ pub fn run<K: Kernel>(
 }
 
 /// `run` without the process-wide malloc tuning: the tests' kernel is a
-/// scripted fake (`kernel::fake`).
+/// scripted fake (`testkit::fake_kernel`).
 pub fn run_on<K: Kernel>(
     kernel: &K,
     cfg: &RunConfig,

@@ -56,9 +56,8 @@ mod records;
 
 use records::{Answer, Known, NextRead, Seen};
 
-use super::stream::{Delivery, Observation};
-use super::{HANDLER_SLACK, JudgeConfig};
 use crate::domain::RearmMode;
+use crate::judge::{Delivery, HANDLER_SLACK, JudgeConfig, Observation};
 
 /// How late interrupts are taken, in events past the due point: weights of
 /// three ranges.

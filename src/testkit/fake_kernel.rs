@@ -53,7 +53,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EventAttr, HandlerKernel, Kernel};
+use crate::engine::kernel::{self, EventAttr, HandlerKernel, Kernel};
 use crate::engine::sample::{self, RingIds};
 use crate::engine::signal;
 use crate::judge::Observation;
@@ -658,7 +658,7 @@ impl State {
         let fd = self.events[key].fd;
         let mut ctx = Handler::on_owner(self, key);
         if wrong_thread {
-            ctx.thread = super::current_thread();
+            ctx.thread = kernel::current_thread();
         }
         // SAFETY: the owner drops its registration only after its own
         // DISABLE, which waits for this lock, and the event is still open
@@ -1048,7 +1048,7 @@ impl FakeKernel {
         }
         let fd: OwnedFd = File::open("/dev/null")?.into();
         let key = st.events.len();
-        let tid = super::gettid();
+        let tid = kernel::gettid();
         st.events.push(EventState {
             worker,
             fd: fd.as_raw_fd(),
@@ -1057,7 +1057,7 @@ impl FakeKernel {
             witness: None,
             resume: None,
             owner_tid: tid,
-            owner_thread: super::current_thread(),
+            owner_thread: kernel::current_thread(),
             enabled: false,
             count: 0,
             next_due: attr.sample_period,
@@ -1173,7 +1173,7 @@ mod tests {
         let (k, done) = (kernel.clone(), stop.clone());
         let worker = kernel
             .spawn("worker-0".into(), move || {
-                let tid = super::super::gettid();
+                let tid = kernel::gettid();
                 k.move_thread(tid, 3).unwrap();
                 let event = k.open(&attr()).unwrap();
                 let witness = k.open_switch_witness(&event).unwrap();
