@@ -299,7 +299,7 @@ mod diag {
             first: None,
             last: None,
         };
-        let rec = run::run(&cfg, &|| None, &mut watch).expect("a task-clock run");
+        let rec = run::run(&kernel::Real, &cfg, &|| None, &mut watch).expect("a task-clock run");
         let requested: u64 = rec.workers.iter().map(|w| w.moves_requested).sum();
         let kernel: Option<u64> = rec.workers.iter().map(|w| w.kernel_migrations).sum();
         let (Some(a), Some(b)) = (watch.first, watch.last) else {

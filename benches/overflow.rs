@@ -317,7 +317,7 @@ fn run_leg(cpu: usize, period: u64, secs: Duration) -> Leg {
     let allowed = kernel::allowed_cpus().expect("sched_getaffinity");
     let cfg = RunConfig::from_args(&args, &allowed, &Platform::default()).expect("config");
     let c0 = common::thread_cpu_ns();
-    let rec = run::run(&cfg, &|| None, &mut Quiet).expect("a task-clock run");
+    let rec = run::run(&kernel::Real, &cfg, &|| None, &mut Quiet).expect("a task-clock run");
     let controller_ns = common::thread_cpu_ns() - c0;
     let w = &rec.workers[0];
     let (mut false_anomalies, mut software) = (0, 0);

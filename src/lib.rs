@@ -15,6 +15,7 @@ Each module imports only the ones below it (tests/architecture.rs checks
 this, and that this graph is the code's):
 
 ```text
+testkit -> domain, engine, judge, records
 cli -> config, domain, engine, evidence, fingerprint, judge, records, stats
 evidence -> config, domain, engine, fingerprint, judge, records, stats
 engine -> config, domain, fingerprint, judge, records
@@ -55,3 +56,5 @@ pub mod fingerprint;
 pub mod judge;
 pub mod records;
 pub mod stats;
+#[cfg(feature = "testkit")]
+pub mod testkit;

@@ -3,8 +3,10 @@ pmustress: a PMU-interrupt reliability stress tester.
 
 This file only wires the command line: clap parses it (--help and --version
 print and exit 0, a usage mistake is one line and 2), and
-`cli::commands::dispatch` runs the subcommand. Everything else is in the
-library (src/lib.rs shows its layers).
+`cli::commands::dispatch` runs the subcommand on the kernel picked here:
+the machine's (`Real`), or in a test build the one a test asks for
+(`testkit::TestKernel`). Everything else is in the library (src/lib.rs
+shows its layers).
 */
 
 use std::io::Write as _;
@@ -13,9 +15,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use pmustress::cli::Cli;
+use pmustress::cli::Command;
 use pmustress::cli::commands::{dispatch, emit};
 use pmustress::domain::{EXIT_CANNOT_TEST, EXIT_USAGE};
-use pmustress::engine::kernel::process;
+use pmustress::engine::kernel::{Real, process};
 
 // A failed allocation is one line and 125 (run.json says why), never an
 // abort with a backtrace (`process`).
@@ -83,6 +86,20 @@ fn command() -> ExitCode {
             return ExitCode::from(EXIT_USAGE as u8);
         }
     };
-    let status = dispatch(cli.command);
+    let status = dispatch_on_its_kernel(cli.command);
     ExitCode::from(status as u8)
+}
+
+/// `command` on the kernel the binary runs on: the one place it is picked.
+fn dispatch_on_its_kernel(command: Command) -> i32 {
+    #[cfg(feature = "testkit")]
+    {
+        use pmustress::testkit::TestKernel;
+        match TestKernel::from_env() {
+            Some(TestKernel::Scripted(fake)) => return dispatch(command, &fake),
+            Some(TestKernel::StalledWorker(stalled)) => return dispatch(command, &stalled),
+            None => {}
+        }
+    }
+    dispatch(command, &Real)
 }

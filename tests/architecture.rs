@@ -19,6 +19,7 @@ const LAYERS: &[&str] = &[
     "engine",
     "evidence",
     "cli",
+    "testkit",
 ];
 
 /// Each top-level module and the top-level modules it imports.

@@ -299,7 +299,7 @@ fn moves(dir: &Path) -> Vec<(String, String)> {
 /// kernel with four CPUs, so that a draw has three choices.
 #[test]
 fn the_reproduce_line_replays_a_random_migration() {
-    use pmustress::engine::kernel::fake::{SCRIPT_ENV, Script, Scripted, Step};
+    use pmustress::testkit::fake_kernel::{SCRIPT_ENV, Script, Scripted, Step};
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.json");
     let scripted = Scripted {

@@ -1,5 +1,5 @@
 /*!
-Property tests of the judge against the driver model (`judge::model`).
+Property tests of the judge against the driver model (`testkit::driver_model`).
 
 Each property draws settings per seed (latency up to 3 periods, pseudo-NMI on
 or off, stop and migration rates, free and reset mode, injection,
@@ -7,7 +7,7 @@ throttling, ring gaps, counting kernel mode), generates streams with their
 ground truth, runs `StreamJudge` over each (the last observation is the
 `Final`) and requires the truth back. The model says which losses the
 records decide and which places they leave open, by its own reading of them
-(`judge::model::records`, never the judge's state): every decided loss
+(`testkit::driver_model::records`, never the judge's state): every decided loss
 dropped, never a drop that was not, at most one ambiguous overflow per open
 place, and exact where nothing is open. Each property also runs two wrong
 judges and requires both caught: one that never reports a drop and one that
@@ -21,8 +21,8 @@ number of overflows with that seed that still fails and the stream's end;
 */
 
 use pmustress::domain::RearmMode;
-use pmustress::judge::model::{self, Generated, ModelConfig, Taken, Truth};
 use pmustress::judge::{Observation, StreamJudge, StreamJudgement};
+use pmustress::testkit::driver_model::{self as model, Generated, ModelConfig, Taken, Truth};
 
 /// Overflows per property: `PMUSTRESS_MODEL_OVERFLOWS` or 10^6.
 fn budget() -> u64 {

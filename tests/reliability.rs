@@ -532,7 +532,7 @@ fn watchdog_stops_a_worker_that_runs_no_user_code() {
             "--duration",
             "4s",
         ],
-        Some((pmustress::engine::worker::TEST_STALL_ENV, "1")),
+        Some((pmustress::testkit::stalled_worker::STALL_ENV, "1")),
     );
     assert_eq!(code, Some(125), "{stdout}");
     eprintln!("took {took:?}");

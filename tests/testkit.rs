@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command as Std, Output};
 
-use pmustress::engine::kernel::fake::{SCRIPT_ENV, Script, Scripted, Signal, Step};
+use pmustress::testkit::fake_kernel::{SCRIPT_ENV, Script, Scripted, Signal, Step};
 
 use crate::util::{is_root, pmustress, read_json, skipped};
 

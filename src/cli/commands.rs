@@ -17,7 +17,7 @@ use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs
 use crate::config::RunConfig;
 use crate::config::event;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat, SwitchWitness};
-use crate::engine::kernel;
+use crate::engine::kernel::{self, Kernel};
 use crate::engine::run::{self, RunRecord};
 use crate::evidence::compare::{self, Group};
 use crate::evidence::groups;
@@ -61,13 +61,14 @@ pub fn emit_bytes(bytes: &[u8], status: i32) -> i32 {
     }
 }
 
-/// Runs one subcommand and returns its exit status.
-pub fn dispatch(command: Command) -> i32 {
+/// Runs one subcommand and returns its exit status; `run` measures on
+/// `machine` (the binary picks it: `main.rs`).
+pub fn dispatch<K: Kernel>(command: Command, machine: &K) -> i32 {
     // A file past the size limit (ulimit -f) is then a failed write (EFBIG),
     // handled as a full disk, not a kill by SIGXFSZ.
     crate::engine::signal::ignore(libc::SIGXFSZ);
     match command {
-        Command::Run(args) => run_command(&args),
+        Command::Run(args) => run_command(&args, machine),
         Command::Env(args) => env_command(&args),
         Command::Report(args) => report_command(&args),
         Command::Compare(args) => compare_command(&args),
@@ -484,22 +485,22 @@ type Stop = (i32, Arc<AtomicBool>);
 
 /// `pmustress run`: refuse what cannot be run, make the results
 /// directory, measure with the live console, then save and print.
-fn run_command(args: &RunArgs) -> i32 {
-    match run_steps(args) {
+fn run_command<K: Kernel>(args: &RunArgs, machine: &K) -> i32 {
+    match run_steps(args, machine) {
         Ok(status) | Err(status) => status,
     }
 }
 
-fn run_steps(args: &RunArgs) -> Result<i32, Stopped> {
+fn run_steps<K: Kernel>(args: &RunArgs, machine: &K) -> Result<i32, Stopped> {
     let stops = install_stops()?;
-    let allowed = match kernel::allowed_cpus() {
+    let allowed = match machine.allowed_cpus() {
         Ok(cpus) => cpus,
         Err(e) => {
             errln!("pmustress: cannot test here: sched_getaffinity failed: {e}");
             return Err(EXIT_CANNOT_TEST);
         }
     };
-    let fingerprint = Fingerprint::collect(&kernel::machine_root());
+    let fingerprint = Fingerprint::collect(&machine.machine_root());
     let platform = event::Platform::from_fingerprint(&fingerprint);
     // Lossy: an argument that is not UTF-8 (a --baseline path) is recorded
     // with U+FFFD rather than panicking.
@@ -527,7 +528,7 @@ fn run_steps(args: &RunArgs) -> Result<i32, Stopped> {
         paranoid: fingerprint.knobs.perf_event_paranoid.value,
         hardware: !cfg.event.software,
     };
-    let (record, collect) = measure(&cfg, &stop_signal, collect, &argv, &fingerprint)?;
+    let (record, collect) = measure(machine, &cfg, &stop_signal, collect, &argv, &fingerprint)?;
     let (console, saved) = collect.save(&cfg, argv, &fingerprint, &record);
     Ok(print_end(console, saved, &cfg))
 }
@@ -646,14 +647,15 @@ fn live_console(cfg: &RunConfig, fingerprint: &Fingerprint) -> console::Console 
 
 /// Runs the measurement. A run that fails is 125, its cause recorded in
 /// the results directory as well as said.
-fn measure(
+fn measure<K: Kernel>(
+    machine: &K,
     cfg: &RunConfig,
     stop_signal: &dyn Fn() -> Option<i32>,
     mut collect: Collect,
     argv: &[String],
     fingerprint: &Fingerprint,
 ) -> Result<(RunRecord, Collect), Stopped> {
-    match run::run(cfg, stop_signal, &mut collect) {
+    match run::run(machine, cfg, stop_signal, &mut collect) {
         Ok(record) => Ok((record, collect)),
         Err(e) => {
             let cause = format!("{e:#}");

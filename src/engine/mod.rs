@@ -6,8 +6,8 @@ It is given a `config::RunConfig` (built and checked by `cli::validate`).
 `run` is the run loop: it starts one `worker` per CPU and the `migrator`,
 drains the `signal` rings and the kernel's sample rings (`sample`) into one
 observation stream per worker, and hands it to the judge. `kernel` is the
-seam every syscall goes through (`kernel::Real`, and `kernel::fake` for
-tests); `ring` is the lock-free ring the signal handler writes; `sigqueue`
+seam every syscall goes through (`kernel::Real`, and the test kit's
+`testkit::fake_kernel` for tests); `ring` is the lock-free ring the signal handler writes; `sigqueue`
 checks the per-user signal queue before a run.
 */
 

@@ -297,7 +297,7 @@ pub unsafe extern "C" fn on_overflow(
 /// siginfo's `si_code`: finds the slot registered for `fd`, reads the
 /// counter, checks the thread, re-arms in reset mode and pushes one record.
 /// A fake kernel calls it as the handler would, with its own clock and
-/// counters (`kernel::fake`).
+/// counters (`testkit::fake_kernel`).
 ///
 /// # Safety
 ///

@@ -36,25 +36,6 @@ pub const SIGNAL_RING_RECORDS: usize = 16_384;
 /// The migrator's moves of one worker buffered between controller drains.
 pub const MOVE_RING_RECORDS: usize = 65_536;
 
-/// Test-only fault hook (the `testkit` feature, never in a release
-/// binary): `PMUSTRESS_TEST_STALL_WORKER=N` makes worker N sleep in the
-/// kernel with its event enabled instead of running its loop, as a worker
-/// livelocked in signal delivery would, so tests/reliability.rs can prove
-/// the watchdog's "ran no user code" path.
-#[cfg(feature = "testkit")]
-pub const TEST_STALL_ENV: &str = "PMUSTRESS_TEST_STALL_WORKER";
-
-/// Whether the test kit asks this worker to stall (never without it).
-fn stall_for_test(index: usize) -> bool {
-    #[cfg(feature = "testkit")]
-    return std::env::var(TEST_STALL_ENV).is_ok_and(|v| v.trim().parse::<usize>() == Ok(index));
-    #[cfg(not(feature = "testkit"))]
-    {
-        let _ = index;
-        false
-    }
-}
-
 /// What the controller, the migrator and the watchdog share with one
 /// running worker: its thread, its event fd, its heartbeat and stop flag,
 /// and the moves made of it.
@@ -138,7 +119,6 @@ pub fn run<K: Kernel>(
 ) -> Finished {
     let tid = kernel::gettid();
     shared.tid.store(tid, Ordering::Release);
-    let stall_for_test = stall_for_test(shared.index);
     let setup = || -> Result<Setup<K>, String> {
         kernel
             .move_thread(tid, spec.first_cpu)
@@ -244,10 +224,8 @@ pub fn run<K: Kernel>(
     let started = kernel::set_signal_mask(&signal::worker_signals(), false)
         .and_then(|()| kernel.reset(fd))
         .and_then(|()| kernel.enable(fd));
-    match started {
-        Ok(()) if stall_for_test => stall(&shared),
-        Ok(()) => spin(&kernel, &shared, &slot),
-        Err(_) => {}
+    if started.is_ok() {
+        spin(&kernel, &shared, &slot);
     }
     // Pending overflow signals are delivered on the way out of this syscall,
     // before the final read.
@@ -395,18 +373,6 @@ fn spin<K: Kernel>(kernel: &K, shared: &WorkerControl, slot: &Slot) {
         shared.heartbeat.fetch_add(1, Ordering::Relaxed);
     }
     black_box(acc);
-}
-
-/// The test-only stall: no user code, no heartbeat, and (on a software
-/// clock, which counts only while the thread runs) no overflow, until the
-/// watchdog gives up on this worker.
-fn stall(shared: &WorkerControl) {
-    // Wakes twice a second: a 10 ms poll ran ~1 ms of task time in 4 s under
-    // load, enough for the odd software-clock overflow in a thread that is
-    // meant to show none.
-    while !shared.stop.load(Ordering::Relaxed) {
-        std::thread::park_timeout(std::time::Duration::from_millis(500));
-    }
 }
 
 fn open_error(e: &std::io::Error, attr: &EventAttr) -> String {

@@ -17,8 +17,7 @@ Two judgements that never mix:
 `--inject-drop-every` as a filter before judgement, and turns what they
 found into anomalies (`kinds`) with the context a maintainer asks for.
 `wrap` takes the kernel's 2^32 count jumps (an update racing the overflow
-NMI) out of every count first. `model` is a driver model that generates
-streams with their ground truth, for the property tests. `stress` counts
+NMI) out of every count first. `stress` counts
 the stops the kernel witnessed, the moves that made them and where in the
 period they fell: what a clean verdict survived (its rates from
 `crate::stats`).
@@ -28,8 +27,6 @@ pub mod config;
 pub mod deliveries;
 pub mod interrupts;
 pub mod kinds;
-#[cfg(feature = "testkit")]
-pub mod model;
 pub mod stress;
 pub mod worker;
 pub mod wrap;

@@ -10,8 +10,8 @@ handles raw return codes or leaks descriptors.
 The run loop (run, worker, migrator) reaches these through the `Kernel`
 trait, and the overflow handler's recording steps through `HandlerKernel`:
 `Real` is the machine, each of its methods one of the calls below,
-unchanged; `fake` (test builds only) is a scripted kernel on which
-`cargo test` runs the whole loop without a PMU.
+unchanged; the test kit's fake (`testkit::fake_kernel`) is a scripted
+kernel on which `cargo test` runs the whole loop without a PMU.
 
 Every function here that works on an fd takes it borrowed (`BorrowedFd`),
 the signal handler's steps (`read_count_fd`, `disarm_fd`, `enable_fd`)
@@ -39,8 +39,6 @@ pub const STOP_POLL: Duration = Duration::from_millis(10);
 use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
 
-#[cfg(feature = "testkit")]
-pub mod fake;
 pub mod process;
 
 // libc does not define these (fcntl.h / asm-generic/fcntl.h); identical on
@@ -414,16 +412,6 @@ impl Drop for SampleRing {
     }
 }
 
-/// The root the machine's fingerprint is read from: `/`, or the test
-/// kit's fixture machine when the run is scripted (`fake::SCRIPT_ENV`).
-pub fn machine_root() -> std::path::PathBuf {
-    #[cfg(feature = "testkit")]
-    if let Some(scripted) = fake::Scripted::from_env() {
-        return scripted.machine;
-    }
-    std::path::PathBuf::from("/")
-}
-
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no memory effects.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
@@ -482,10 +470,6 @@ pub fn move_thread(tid: libc::pid_t, cpu: usize) -> io::Result<()> {
 
 /// The CPUs the calling process may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    #[cfg(feature = "testkit")]
-    if let Some(scripted) = fake::Scripted::from_env() {
-        return Ok(scripted.cpus);
-    }
     // SAFETY: as in `move_thread`.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: sched_getaffinity writes one cpu_set_t of the size we pass.
@@ -635,7 +619,8 @@ pub fn parse_nr_migrations(text: &str) -> Option<u64> {
 }
 
 /// What the run loop (run, worker, migrator) asks of the kernel: the seam
-/// that lets `cargo test` run the whole loop on a scripted fake (`fake`).
+/// that lets `cargo test` run the whole loop on a scripted fake
+/// (`testkit::fake_kernel`).
 /// `Real` is the machine.
 ///
 /// Left out because a fake would do the same: installing the signal
@@ -691,6 +676,10 @@ pub trait Kernel: Clone + Send + Sync + 'static {
     fn thread_migrations(&self, tid: libc::pid_t) -> Option<u64>;
     /// perf_event_max_sample_rate.
     fn max_sample_rate(&self) -> Option<u64>;
+    /// The CPUs the calling process may run on.
+    fn allowed_cpus(&self) -> io::Result<Vec<usize>>;
+    /// The root the machine's fingerprint is read from.
+    fn machine_root(&self) -> std::path::PathBuf;
 
     /// CLOCK_MONOTONIC ns: the clock of the sample records and the handler.
     fn now_ns(&self) -> u64;
@@ -800,6 +789,14 @@ impl Kernel for Real {
 
     fn max_sample_rate(&self) -> Option<u64> {
         read_max_sample_rate()
+    }
+
+    fn allowed_cpus(&self) -> io::Result<Vec<usize>> {
+        allowed_cpus()
+    }
+
+    fn machine_root(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from("/")
     }
 
     fn now_ns(&self) -> u64 {

@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 
 use crate::config::RunConfig;
 use crate::domain::{RearmMode, StopReason, SwitchWitness};
-use crate::engine::kernel::{self, EventAttr, Kernel, Real};
+use crate::engine::kernel::{self, EventAttr, Kernel};
 use crate::engine::migrator::{self, Plan};
 use crate::engine::sample::{self, RingIds, RingState};
 use crate::engine::signal::{self, SignalRecord, Slot};
@@ -344,23 +344,21 @@ fn signal_observations(rec: SignalRecord, mode: RearmMode, out: &mut VecDeque<Ob
     }
 }
 
-/// Runs one measurement. `stop_signal` says whether SIGINT/SIGTERM came
-/// (and which).
-pub fn run(
+/// Runs one measurement on `kernel` (the binary's: `Real`, or in a test
+/// build one from the test kit), with the process's malloc tuned for it.
+/// `stop_signal` says whether SIGINT/SIGTERM came (and which).
+pub fn run<K: Kernel>(
+    kernel: &K,
     cfg: &RunConfig,
     stop_signal: &dyn Fn() -> Option<i32>,
     observer: &mut dyn Observer,
 ) -> Result<RunRecord> {
     kernel::tune_malloc();
-    #[cfg(feature = "testkit")]
-    if let Some(scripted) = kernel::fake::Scripted::from_env() {
-        let fake = kernel::fake::FakeKernel::new(scripted.script);
-        return run_on(&fake, cfg, stop_signal, observer);
-    }
-    run_on(&Real, cfg, stop_signal, observer)
+    run_on(kernel, cfg, stop_signal, observer)
 }
 
-/// `run` on any kernel: the tests' is a scripted fake (`kernel::fake`).
+/// `run` without the process-wide malloc tuning: the tests' kernel is a
+/// scripted fake (`testkit::fake_kernel`).
 pub fn run_on<K: Kernel>(
     kernel: &K,
     cfg: &RunConfig,

@@ -1,4 +1,4 @@
-//! The whole run loop on the scripted kernel (`kernel::fake`): workers,
+//! The whole run loop on the scripted kernel (`testkit::fake_kernel`): workers,
 //! migrator, handler records, ring drains, the merge, the watchdog and
 //! every way a run stops, judged and summed up as run.json has it. The
 //! fake's clock moves 5 ms per controller pass (`DRAIN_EVERY`) and its
@@ -12,10 +12,10 @@ use clap::Parser;
 use super::*;
 use crate::cli::{Cli, Command};
 use crate::config::event::Platform;
-use crate::engine::kernel::fake::{Call, FakeKernel, START_NS, Script, Signal, Step};
 use crate::evidence::results::{RunResults, Verdict};
 use crate::fingerprint::Fingerprint;
 use crate::judge::AnomalyKind;
+use crate::testkit::fake_kernel::{Call, FakeKernel, START_NS, Script, Signal, Step};
 
 const PERIOD: u64 = 100_000;
 const MS: u64 = 1_000_000;

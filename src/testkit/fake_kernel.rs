@@ -53,7 +53,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EventAttr, HandlerKernel, Kernel};
+use crate::engine::kernel::{self, EventAttr, HandlerKernel, Kernel};
 use crate::engine::sample::{self, RingIds};
 use crate::engine::signal;
 use crate::records::Observation;
@@ -180,6 +180,11 @@ pub struct Scripted {
 }
 
 impl Scripted {
+    /// The fake kernel that plays it.
+    pub fn kernel(self) -> FakeKernel {
+        FakeKernel::on_machine(self.script, self.machine, self.cpus)
+    }
+
     /// The script `SCRIPT_ENV` names, if it names one. A file that cannot
     /// be read is the test's bug: a panic that names it.
     pub fn from_env() -> Option<Scripted> {
@@ -243,6 +248,10 @@ pub struct FakeKernel {
 struct Sim {
     state: Mutex<State>,
     wake: Condvar,
+    /// The root of the machine the run reads its fingerprint from.
+    machine: std::path::PathBuf,
+    /// The CPUs the process may run on.
+    cpus: Vec<usize>,
 }
 
 /// One event the fake opened.
@@ -358,7 +367,16 @@ impl FakeKernel {
         Ok(())
     }
 
+    /// `script` on the host's fingerprint (`/`), one CPU per scripted
+    /// worker.
     pub fn new(script: Script) -> FakeKernel {
+        let cpus = (0..script.workers.len()).collect();
+        FakeKernel::on_machine(script, std::path::PathBuf::from("/"), cpus)
+    }
+
+    /// `script` on the machine whose fingerprint is at `machine`, with
+    /// `cpus` allowed.
+    pub fn on_machine(script: Script, machine: std::path::PathBuf, cpus: Vec<usize>) -> FakeKernel {
         let mut timeline = BTreeMap::new();
         let mut seq = 0;
         for (w, steps) in script.workers.iter().enumerate() {
@@ -389,6 +407,8 @@ impl FakeKernel {
                     poke: None,
                 }),
                 wake: Condvar::new(),
+                machine,
+                cpus,
             }),
         }
     }
@@ -638,7 +658,7 @@ impl State {
         let fd = self.events[key].fd;
         let mut ctx = Handler::on_owner(self, key);
         if wrong_thread {
-            ctx.thread = super::current_thread();
+            ctx.thread = kernel::current_thread();
         }
         // SAFETY: the owner drops its registration only after its own
         // DISABLE, which waits for this lock, and the event is still open
@@ -929,6 +949,14 @@ impl Kernel for FakeKernel {
         self.sim.lock().script.max_sample_rate
     }
 
+    fn allowed_cpus(&self) -> io::Result<Vec<usize>> {
+        Ok(self.sim.cpus.clone())
+    }
+
+    fn machine_root(&self) -> std::path::PathBuf {
+        self.sim.machine.clone()
+    }
+
     fn now_ns(&self) -> u64 {
         self.sim.lock().now
     }
@@ -1020,7 +1048,7 @@ impl FakeKernel {
         }
         let fd: OwnedFd = File::open("/dev/null")?.into();
         let key = st.events.len();
-        let tid = super::gettid();
+        let tid = kernel::gettid();
         st.events.push(EventState {
             worker,
             fd: fd.as_raw_fd(),
@@ -1029,7 +1057,7 @@ impl FakeKernel {
             witness: None,
             resume: None,
             owner_tid: tid,
-            owner_thread: super::current_thread(),
+            owner_thread: kernel::current_thread(),
             enabled: false,
             count: 0,
             next_due: attr.sample_period,
@@ -1145,7 +1173,7 @@ mod tests {
         let (k, done) = (kernel.clone(), stop.clone());
         let worker = kernel
             .spawn("worker-0".into(), move || {
-                let tid = super::super::gettid();
+                let tid = kernel::gettid();
                 k.move_thread(tid, 3).unwrap();
                 let event = k.open(&attr()).unwrap();
                 let witness = k.open_switch_witness(&event).unwrap();

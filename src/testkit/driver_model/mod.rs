@@ -56,8 +56,8 @@ mod records;
 
 use records::{Answer, Known, NextRead, Seen};
 
-use super::{HANDLER_SLACK, JudgeConfig};
 use crate::domain::RearmMode;
+use crate::judge::{HANDLER_SLACK, JudgeConfig};
 use crate::records::{Delivery, Observation};
 
 /// How late interrupts are taken, in events past the due point: weights of
