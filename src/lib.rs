@@ -5,16 +5,19 @@ one way: `cli` validates the command line into a `config::RunConfig` (what
 to run, and the event resolved for this machine); `engine` runs it (workers,
 migrator, signals, the kernel's sample rings) into one observation stream
 per worker; `judge` decides every overflow and every delivery from that
-stream; `evidence` writes the results directory and reads
-it back (report, compare, plot, replay); `fingerprint` describes the
+stream; `verdict` is the verdict rule over a run's counts; `results`
+writes the results directory and reads it back; `report` renders what
+was read (report, compare, plot, replay); `fingerprint` describes the
 machine; `domain` holds the words they all share.
 
 Each module imports only the ones below it (tests/architecture.rs checks
 this, and that this graph is the code's):
 
 ```text
-cli -> config, domain, engine, evidence, fingerprint, judge
-evidence -> config, domain, engine, fingerprint, judge
+cli -> config, domain, engine, fingerprint, judge, report, results, verdict
+report -> config, domain, engine, fingerprint, judge, results, verdict
+results -> config, domain, engine, fingerprint, judge, verdict
+verdict -> config, domain, judge, results
 engine -> config, domain, fingerprint, judge
 config -> domain, fingerprint, judge
 judge -> domain
@@ -46,6 +49,8 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod engine;
-pub mod evidence;
 pub mod fingerprint;
 pub mod judge;
+pub mod report;
+pub mod results;
+pub mod verdict;

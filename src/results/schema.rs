@@ -31,10 +31,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
 use crate::domain::{CONFIDENCE, EXIT_CANNOT_TEST, StopReason, SwitchWitness};
-use crate::evidence::verdict::{Reason, Warning};
 use crate::fingerprint::{Fingerprint, PseudoNmi};
 use crate::judge::stats::Rate;
 use crate::judge::{Anomaly, DeliveryTotals, InterruptTotals, Sensitivity, StressTotals};
+use crate::verdict::{Reason, Warning};
 
 /// At most this many anomalies are kept in run.json (all are counted, and
 /// anomalies.csv has every one).

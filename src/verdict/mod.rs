@@ -26,8 +26,8 @@ use crate::domain::{
     CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, MigrateMode, RearmMode, StopReason,
     SwitchWitness,
 };
-use crate::evidence::results::{Counts, Verdict, WorkerEntry};
 use crate::judge::{AnomalyKind, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals};
+use crate::results::schema::{Counts, Verdict, WorkerEntry};
 
 pub use crate::domain::MIN_EVIDENCE_RATE;
 
