@@ -17,7 +17,7 @@ this, and that this graph is the code's):
 cli -> config, domain, engine, fingerprint, judge, report, results, verdict
 report -> config, domain, engine, fingerprint, judge, results, verdict
 results -> config, domain, engine, fingerprint, judge, verdict
-verdict -> config, domain, judge, results
+verdict -> config, domain, judge
 engine -> config, domain, fingerprint, judge
 config -> domain, fingerprint, judge
 judge -> domain

@@ -17,6 +17,8 @@ readable). Adding a reason is its variant, its `Display` arm and the line
 of `reasons` that finds it.
 */
 
+pub mod counts;
+
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -27,7 +29,7 @@ use crate::domain::{
     SwitchWitness,
 };
 use crate::judge::{AnomalyKind, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals};
-use crate::results::schema::{Counts, Verdict, WorkerEntry};
+use crate::verdict::counts::{Counts, Verdict, WorkerEntry};
 
 pub use crate::domain::MIN_EVIDENCE_RATE;
 
