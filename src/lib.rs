@@ -5,8 +5,9 @@ one way: `cli` validates the command line into a `config::RunConfig` (what
 to run, and the event resolved for this machine); `engine` runs it (workers,
 migrator, signals, the kernel's sample rings) into one observation stream
 per worker; `judge` decides every overflow and every delivery from that
-stream; `evidence` writes the results directory and reads
-it back (report, compare, plot, replay); `fingerprint` describes the
+stream; `verdict` is the verdict rule over a run's counts; `results`
+writes the results directory and reads it back; `report` renders what
+was read (report, compare, plot, replay); `fingerprint` describes the
 machine. Below them all: `records` is the observation stream's rows and
 their text format (raw.csv.gz), `stats` turns counts into rates with exact
 intervals, and `domain` holds the words they all share.
@@ -16,8 +17,10 @@ this, and that this graph is the code's):
 
 ```text
 testkit -> domain, engine, judge, records
-cli -> config, domain, engine, evidence, fingerprint, judge, records, stats
-evidence -> config, domain, engine, fingerprint, judge, records, stats
+cli -> config, domain, engine, fingerprint, judge, records, report, results, stats, verdict
+report -> config, domain, engine, fingerprint, judge, records, results, stats, verdict
+results -> config, domain, engine, fingerprint, judge, records, stats, verdict
+verdict -> config, domain, judge, stats
 engine -> config, domain, fingerprint, judge, records
 config -> domain, fingerprint, judge, stats
 judge -> domain, records, stats
@@ -51,10 +54,12 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod engine;
-pub mod evidence;
 pub mod fingerprint;
 pub mod judge;
 pub mod records;
+pub mod report;
+pub mod results;
 pub mod stats;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod verdict;

@@ -17,7 +17,9 @@ const LAYERS: &[&str] = &[
     "judge",
     "config",
     "engine",
-    "evidence",
+    "verdict",
+    "results",
+    "report",
     "cli",
     "testkit",
 ];
@@ -312,12 +314,12 @@ fn the_pure_layers_stay_pure() {
     ));
     assert!(!domain.contains("crate::"), "domain.rs imports the crate");
     let (schema, _) = shipped(&code_only(
-        &std::fs::read_to_string(src().join("evidence/results.rs")).unwrap(),
+        &std::fs::read_to_string(src().join("results/schema.rs")).unwrap(),
     ));
     for word in ["crate::engine", "crate::cli", "clap"] {
         assert!(
             !schema.contains(word),
-            "evidence/results.rs (the run.json schema) uses {word}"
+            "results/schema.rs (the run.json schema) uses {word}"
         );
     }
 }

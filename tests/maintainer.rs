@@ -125,8 +125,8 @@ fn drops_keep_their_lines_within_100_columns() {
 /// where a real one is, about 2x (it was drawn at 1x, as if on time).
 #[cfg(feature = "plot")]
 fn plot_places_injected_drops_like_real_ones(dir: &Path) {
-    use pmustress::evidence::loaded_run::LoadedRun;
-    use pmustress::evidence::plot::RunPlot;
+    use pmustress::report::plot::RunPlot;
+    use pmustress::results::loaded::LoadedRun;
     let run = LoadedRun::load(dir).unwrap();
     let p = RunPlot::from_run(&run);
     assert!(p.whole_run);
@@ -215,7 +215,7 @@ fn date_version_and_commit_round_trip_into_the_report() {
         .as_secs();
     assert!(started <= now && now - started < 3600, "{started} {now}");
     let utc = r["started_utc"].as_str().unwrap().to_string();
-    assert_eq!(utc, pmustress::evidence::results::utc_text(started));
+    assert_eq!(utc, pmustress::results::schema::utc_text(started));
     assert!(utc.ends_with('Z') && utc.len() == 20, "{utc}");
     let version = stdout_of(&["--version"]);
     let commit = r["tool"]["commit"].as_str().unwrap();

@@ -12,11 +12,11 @@ use pmustress::cli::{Cli, Command};
 use pmustress::config::RunConfig;
 use pmustress::config::event::Platform;
 use pmustress::domain::RearmMode;
-use pmustress::evidence::results_dir::{RAW_MEMBER_BYTES, ResultsDir};
 use pmustress::fingerprint::Fingerprint;
 use pmustress::judge::worker::StreamJudge;
 use pmustress::judge::{ClosedWindow, JudgeConfig};
 use pmustress::records::{Delivery, Observation};
+use pmustress::results::writer::{RAW_MEMBER_BYTES, ResultsDir};
 
 /// The system allocator, counting the bytes each thread holds: what a
 /// thread allocated less what it freed. A test that allocates and frees on

@@ -29,8 +29,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pmustress::domain::DriverRules;
-use pmustress::evidence::replay;
 use pmustress::judge::Observation;
+use pmustress::report::replay;
 
 use crate::util::run;
 

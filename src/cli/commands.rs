@@ -19,16 +19,16 @@ use crate::config::event;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat, SwitchWitness};
 use crate::engine::kernel::{self, Kernel};
 use crate::engine::run::{self, RunRecord};
-use crate::evidence::compare::{self, Group};
-use crate::evidence::groups;
-use crate::evidence::loaded_run::{self, LoadedRun};
-use crate::evidence::report;
-use crate::evidence::results::{MAX_RECORDED_ANOMALIES, RunResults};
-use crate::evidence::results_dir::{OutError, ResultsDir};
-use crate::evidence::verdict::{self, Warning};
 use crate::fingerprint::Fingerprint;
 use crate::judge::{Anomaly, ClosedWindow};
 use crate::records::Observation;
+use crate::report::compare::{self, Group};
+use crate::report::groups;
+use crate::report::runs as report;
+use crate::results::loaded::{self as loaded_run, LoadedRun};
+use crate::results::schema::{MAX_RECORDED_ANOMALIES, RunResults};
+use crate::results::writer::{OutError, ResultsDir};
+use crate::verdict::{self, Warning};
 
 /// Appends a line to a command's output.
 macro_rules! put {
@@ -87,12 +87,12 @@ pub fn dispatch<K: Kernel>(command: Command, machine: &K) -> i32 {
 /// `pmustress replay`: the judgement of a recorded stream, again.
 fn replay_command(args: &ReplayArgs) -> i32 {
     use crate::domain::RearmMode;
-    use crate::evidence::replay;
     use crate::judge::JudgeConfig;
+    use crate::report::replay;
     if args.path.is_dir() {
         // A run.json that is not a run is the argument's fault (2), as in
         // report; a stream that cannot be judged is 125.
-        if let Err(e) = crate::evidence::runfile::read(&args.path) {
+        if let Err(e) = crate::results::reader::read(&args.path) {
             errln!("error: <DIR|FILE> {}: {e:#}", args.path.display());
             return EXIT_USAGE;
         }
@@ -330,7 +330,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
         put!(
             out,
             "{}",
-            crate::evidence::mail::mail(&a, &b, &groups[0], &groups[1]).trim_end()
+            crate::report::mail::mail(&a, &b, &groups[0], &groups[1]).trim_end()
         );
         return emit(&out, 0);
     }
@@ -380,7 +380,7 @@ fn plot_command(args: &PlotArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    match crate::evidence::plot::render(&runs, &args.output) {
+    match crate::report::plot::render(&runs, &args.output) {
         Ok(()) => 0,
         Err(e) => {
             // A full disk is this machine's state, not a wrong -o.
@@ -712,7 +712,7 @@ impl Collect {
         // and the status is not 0 either.
         let saved = files.finish(kernel::monotonic_ns(), &mut results);
         if let Err(e) = &saved {
-            results.mark_unsaved(crate::evidence::results_dir::unsaved(&cfg.out, e));
+            results.mark_unsaved(crate::results::writer::unsaved(&cfg.out, e));
             // run.json is still the incomplete one: any status goes with it.
             kernel::process::decide(results.exit_status);
         }

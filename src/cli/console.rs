@@ -1,7 +1,7 @@
 /*!
 What people read while `pmustress run` runs: one line per anomaly in the
 style maintainers already use, a live progress line on a terminal, and the
-end-of-run summary. (`evidence::report` is `pmustress report`, which reads
+end-of-run summary. (`report::runs` is `pmustress report`, which reads
 a finished run back.)
 */
 
@@ -12,8 +12,8 @@ use clap::ValueEnum;
 
 use crate::config::{RunConfig, format_cpus};
 use crate::engine::run::{Observer, Progress};
-use crate::evidence::results::{AnomalyRecord, Counts, RunResults, Verdict};
 use crate::judge::{Anomaly, AnomalyKind};
+use crate::results::schema::{AnomalyRecord, Counts, RunResults, Verdict};
 
 /// `worker 1: dropped interrupt: interrupts 20003 apart (2.00 periods of
 /// 10000), cpu 3 -> 7, 14 us after migration, after signal #2650640`
@@ -178,7 +178,7 @@ fn write_line(line: Line, failure: &mut Failure) {
     let result = match line {
         Line::Out(text) => {
             let mut out = std::io::stdout().lock();
-            writeln!(out, "{}", crate::evidence::report::escape_controls(&text))
+            writeln!(out, "{}", crate::report::runs::escape_controls(&text))
                 .and_then(|()| out.flush())
         }
         // The progress line is a courtesy: a failed write is not recorded.
@@ -344,7 +344,7 @@ pub fn banner(cfg: &RunConfig) -> String {
 /// A worker's line in the summary, when it has something of its own to
 /// say (a drop, a stall): the per-worker counts of a run that went well
 /// are in run.json, not on the console.
-fn worker_line(w: &crate::evidence::results::WorkerEntry) -> Option<String> {
+fn worker_line(w: &crate::results::schema::WorkerEntry) -> Option<String> {
     let c: &Counts = &w.counts;
     let mut parts = Vec::new();
     if c.dropped_interrupts > 0 {
@@ -403,7 +403,7 @@ fn where_they_went(t: &Counts, elapsed_ns: u64) -> String {
 pub fn summary(r: &RunResults) -> String {
     let mut s = String::new();
     let t = &r.totals;
-    crate::evidence::report::answers_text(&mut s, t);
+    crate::report::runs::answers_text(&mut s, t);
     for line in r.workers.iter().filter_map(worker_line) {
         let _ = writeln!(s, "{line}");
     }

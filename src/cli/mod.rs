@@ -83,8 +83,8 @@ pub struct PlotArgs {
 
     /// The image to write: FILE.svg or FILE.png (the extension picks the
     /// format).
-    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::evidence::plot::parse_output)]
-    pub output: crate::evidence::plot::Output,
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::report::plot::parse_output)]
+    pub output: crate::report::plot::Output,
 }
 
 /// `plot` in a build without the `plot` feature: takes whatever follows

@@ -56,7 +56,7 @@ impl Bisect {
         let (bad_rate, source, per_stop) = match (args.bad_rate, &args.baseline) {
             (Some(r), _) => (r, "--bad-rate".to_string(), None),
             (None, Some(dir)) => {
-                let run = crate::evidence::loaded_run::LoadedRun::load(dir).map_err(|e| {
+                let run = crate::results::loaded::LoadedRun::load(dir).map_err(|e| {
                     usage(
                         "--baseline",
                         format!("{e:#}; expected a results directory with run.json"),
@@ -268,7 +268,7 @@ impl RunConfig {
             watchdog_ns,
             out: args.out.clone().unwrap_or_else(|| {
                 let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-                PathBuf::from("results").join(crate::evidence::results_dir::default_dir_name(
+                PathBuf::from("results").join(crate::results::writer::default_dir_name(
                     std::time::SystemTime::now(),
                     &host,
                     &spec.to_string(),

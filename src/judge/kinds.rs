@@ -3,7 +3,7 @@ The kinds of anomaly, in one place: what each means and what to do about it.
 
 Interrupt kinds come from the kernel's records alone; delivery kinds from the
 signals against them. Which totals make a run dropped or inconclusive is
-the verdict rule's to say (`evidence::verdict`), not the kinds'.
+the verdict rule's to say (`verdict`), not the kinds'.
 */
 
 use serde::{Deserialize, Serialize};

@@ -59,7 +59,7 @@ pub struct Anomaly {
 }
 
 /// What one worker's observation stream amounts to: the stream judge's
-/// totals (the run's verdict is `evidence::verdict::decide`'s, over all
+/// totals (the run's verdict is `verdict::decide`'s, over all
 /// workers).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StreamJudgement {

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 pub const OOM_RUN_JSON: &str = ".run.json.oom";
 const OOM_RUN_JSON_C: &std::ffi::CStr = c".run.json.oom";
 
-/// The space held back for the final run.json (`evidence::results_dir`):
+/// The space held back for the final run.json (`results::writer`):
 /// given back when an allocation fails, as no final run.json will come.
 pub const RESERVE: &str = ".reserve-for-run.json";
 const RESERVE_C: &std::ffi::CStr = c".reserve-for-run.json";

@@ -9,7 +9,7 @@ all three and merges them by time into one stream per worker
 (`records`), holding back what is newer than the previous pass: a
 handler still running when its ring was drained then still lands in order.
 The stream goes to the observer (the raw record) and to the worker's judge.
-Nothing here interprets results; that is `judge` and `evidence::results`.
+Nothing here interprets results; that is `judge` and `results::schema`.
 */
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,9 +12,9 @@ use clap::Parser;
 use super::*;
 use crate::cli::{Cli, Command};
 use crate::config::event::Platform;
-use crate::evidence::results::{RunResults, Verdict};
 use crate::fingerprint::Fingerprint;
 use crate::judge::AnomalyKind;
+use crate::results::schema::{RunResults, Verdict};
 use crate::testkit::fake_kernel::{Call, FakeKernel, START_NS, Script, Signal, Step};
 
 const PERIOD: u64 = 100_000;
@@ -923,7 +923,7 @@ fn a_refused_witness_falls_back_to_switch_times() {
 
 /// What main's observer does with a run: the results directory.
 struct Files {
-    files: crate::evidence::results_dir::ResultsDir,
+    files: crate::results::writer::ResultsDir,
     anomalies: Vec<Anomaly>,
 }
 
@@ -961,8 +961,7 @@ fn run_json_has_the_totals_and_the_raw_stream_replays_to_them() {
     let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
     let kernel = FakeKernel::new(script);
     let mut files = Files {
-        files: crate::evidence::results_dir::ResultsDir::create(&mut cfg, &argv, &graviton2())
-            .unwrap(),
+        files: crate::results::writer::ResultsDir::create(&mut cfg, &argv, &graviton2()).unwrap(),
         anomalies: Vec::new(),
     };
     let record = run_on(&kernel, &cfg, &no_stop, &mut files).unwrap();
@@ -982,7 +981,7 @@ fn run_json_has_the_totals_and_the_raw_stream_replays_to_them() {
     // Ping-pong, one round per pass: 6 moves each.
     assert_eq!(at("/totals/migrations_requested"), 12);
 
-    let replay = crate::evidence::replay::replay_dir(dir.path()).unwrap();
+    let replay = crate::report::replay::replay_dir(dir.path()).unwrap();
     assert!(replay.differences.is_empty(), "{:?}", replay.differences);
     assert_eq!(
         (replay.verdict.as_str(), replay.exit_status),

@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::OutputFormat;
-use crate::evidence::loaded_run::LoadedRun;
 use crate::stats::Rate;
+use crate::results::loaded::LoadedRun;
 
 pub const WIDTH: usize = 72;
 
@@ -216,7 +216,7 @@ pub struct Answer {
 /// behaviour; signals with no interrupt of their own). Rates come with
 /// exact (Clopper-Pearson) intervals, the drops' and the spurious ones'
 /// alike.
-pub fn answers(t: &crate::evidence::results::Counts) -> Vec<Answer> {
+pub fn answers(t: &crate::results::schema::Counts) -> Vec<Answer> {
     let mut rows = vec![Answer {
         label: "dropped per overflow",
         events: t.dropped_interrupts,
@@ -291,7 +291,7 @@ pub(super) fn rate_short(trials: u64, events: u64) -> String {
 
 /// The answers as text lines of at most `WIDTH` columns: a heading, one
 /// aligned row each, and what "spurious" and "unmatched" mean.
-pub fn answers_text(out: &mut String, t: &crate::evidence::results::Counts) {
+pub fn answers_text(out: &mut String, t: &crate::results::schema::Counts) {
     let _ = writeln!(
         out,
         "lost and spurious interrupts, per million (exact 95% interval):"
@@ -314,7 +314,7 @@ pub fn answers_text(out: &mut String, t: &crate::evidence::results::Counts) {
 }
 
 /// The answers as a markdown table.
-fn answers_markdown(out: &mut String, t: &crate::evidence::results::Counts) {
+fn answers_markdown(out: &mut String, t: &crate::results::schema::Counts) {
     let _ = writeln!(out, "| | count | of | per million | exact 95% CI |");
     let _ = writeln!(out, "|---|---:|---:|---:|---:|");
     for a in answers(t) {
@@ -336,7 +336,7 @@ fn answers_markdown(out: &mut String, t: &crate::evidence::results::Counts) {
 fn provenance_line(r: &LoadedRun) -> String {
     let when = r.run.started_unix_s().map_or_else(
         || "date not recorded".to_string(),
-        crate::evidence::results::utc_text,
+        crate::results::schema::utc_text,
     );
     let secs = r
         .run
@@ -547,7 +547,7 @@ pub struct RunSummary<'a> {
     pub dropped: Option<u64>,
     pub rate: Option<Rate>,
     pub setup_failure: Option<String>,
-    pub run: &'a crate::evidence::runfile::RunDocument,
+    pub run: &'a crate::results::reader::RunDocument,
 }
 
 pub fn summary(r: &LoadedRun) -> RunSummary<'_> {

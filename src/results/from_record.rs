@@ -11,14 +11,14 @@ use hdrhistogram::Histogram;
 use crate::config::RunConfig;
 use crate::domain::{CONFIDENCE, RUN_SCHEMA_VERSION, RearmMode};
 use crate::engine::run::{RunRecord, WorkerOutcome};
-use crate::evidence::results::{
-    AnomalyRecord, Counts, DeltaStats, LatencyStats, RunResults, StressSummary, ToolInfo,
-    WorkerEntry,
-};
-use crate::evidence::verdict::{Evidence, RunSide, Settings, coincidences, decide};
 use crate::fingerprint::Fingerprint;
 use crate::judge::{Anomaly, InterruptTotals};
 use crate::stats::Rate;
+use crate::results::schema::{
+    AnomalyRecord, Counts, DeltaStats, LatencyStats, RunResults, StressSummary, ToolInfo,
+    WorkerEntry,
+};
+use crate::verdict::{Evidence, RunSide, Settings, coincidences, decide};
 
 fn counts_of(w: &WorkerOutcome, cfg: &RunConfig) -> Counts {
     let v = &w.verdict;

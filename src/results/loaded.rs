@@ -18,8 +18,8 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde_json::Value;
 
-use crate::evidence::results::AnomalyRecord;
-use crate::evidence::runfile::RunDocument;
+use crate::results::reader::RunDocument;
+use crate::results::schema::AnomalyRecord;
 
 /// At most this many anomalies.csv rows are kept in memory (all are
 /// counted): report shows the first few, plot draws these.
@@ -43,7 +43,7 @@ pub struct LoadedRun {
 
 impl LoadedRun {
     pub fn load(dir: &Path) -> Result<LoadedRun> {
-        let run = crate::evidence::runfile::read(dir)?;
+        let run = crate::results::reader::read(dir)?;
         let mut deltas = Histogram::<u64>::new(3).context("creating a histogram")?;
         let mut hlogs: Vec<PathBuf> = std::fs::read_dir(dir)
             .with_context(|| format!("listing {}", dir.display()))?
@@ -121,7 +121,7 @@ impl LoadedRun {
     }
 
     pub fn verdict(&self) -> &'static str {
-        crate::evidence::runfile::verdict_name(self.run.verdict())
+        crate::results::reader::verdict_name(self.run.verdict())
     }
 
     /// "exit 1", or "no exit status" for a run that did not finish.
@@ -138,7 +138,7 @@ impl LoadedRun {
     }
 
     /// A string from the free-form fingerprint.
-    pub(super) fn fingerprint_str(&self, pointer: &str) -> Option<&str> {
+    pub(crate) fn fingerprint_str(&self, pointer: &str) -> Option<&str> {
         self.run
             .fingerprint()
             .pointer(pointer)
@@ -214,7 +214,7 @@ const MAX_HLOG_LINE: u64 = 4 << 20;
 /// (a long run's log is never held whole).
 pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
     use std::io::BufRead as _;
-    let (file, _) = crate::evidence::runfile::open_regular(path)?;
+    let (file, _) = crate::results::reader::open_regular(path)?;
     let mut reader = std::io::BufReader::new(file);
     let mut line = Vec::new();
     let mut de = Deserializer::new();
@@ -273,8 +273,8 @@ fn read_anomalies(path: &Path) -> Result<Anomalies> {
     if !path.exists() {
         return Ok(out);
     }
-    let (file, _) = crate::evidence::runfile::open_regular(path)?;
-    let file = crate::evidence::runfile::BoundedLines::new(file, MAX_ANOMALY_LINE);
+    let (file, _) = crate::results::reader::open_regular(path)?;
+    let file = crate::results::reader::BoundedLines::new(file, MAX_ANOMALY_LINE);
     let mut r = csv::Reader::from_reader(std::io::BufReader::new(file));
     // Read here: deserialize() would swallow an error in the header line.
     r.headers()

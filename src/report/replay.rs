@@ -28,12 +28,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_DROPPED};
-use crate::evidence::runfile::verdict_name;
-use crate::evidence::verdict::{Evidence, Reason, Settings, coincidences, decide, verdict_of};
+use crate::records::{HEADER, Row};
 use crate::judge::{
     Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StreamJudge, StressTotals,
 };
-use crate::records::{HEADER, Row};
+use crate::results::reader::verdict_name;
+use crate::verdict::{Evidence, Reason, Settings, coincidences, decide, verdict_of};
 
 /// The longest line read from a stream: a row is under 200 bytes, so a
 /// longer one is not a stream pmustress wrote (a 300 MB line was held
@@ -52,7 +52,7 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// whole member must be the start of one (a member cut short by a kill),
 /// not anything else.
 pub fn read_stream(path: &Path, row: impl FnMut(Row)) -> Result<Option<String>> {
-    let (file, _) = crate::evidence::runfile::open_regular(path)?;
+    let (file, _) = crate::results::reader::open_regular(path)?;
     let name = path.display().to_string();
     let mut input = BufReader::new(file);
     let head = input
@@ -302,7 +302,7 @@ pub struct DirReplay {
 
 pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
     // The same reading as every reader's: a file report refuses is refused.
-    let run = crate::evidence::runfile::read(dir)?;
+    let run = crate::results::reader::read(dir)?;
     let cfg: JudgeConfig = *run.judge().context(
         "run.json has no \"judge\" settings (written by pmustress before replay existed?)",
     )?;
@@ -359,7 +359,7 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
             );
         }
     }
-    let run_verdict = crate::evidence::runfile::verdict_name(run.verdict()).to_string();
+    let run_verdict = crate::results::reader::verdict_name(run.verdict()).to_string();
     let run_exit_status = run.exit_status().map(i64::from);
     // run.json's reasons that the stream does not give: those the run's own
     // totals would not produce either (compared as words: run.json holds
@@ -434,7 +434,7 @@ fn compare<T: Serialize>(
 /// The text a replay prints: the judgement's accounting lines, then how it
 /// compares with the run.
 pub fn summary(r: &Replayed) -> String {
-    let mut s = crate::evidence::accounting::accounting(&r.interrupts, &r.deliveries, "");
+    let mut s = crate::report::accounting::accounting(&r.interrupts, &r.deliveries, "");
     for reason in &r.inconclusive_because {
         let _ = writeln!(s, "inconclusive: {reason}");
     }

@@ -17,6 +17,8 @@ readable). Adding a reason is its variant, its `Display` arm and the line
 of `reasons` that finds it.
 */
 
+pub mod counts;
+
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -26,8 +28,8 @@ use crate::domain::{
     CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, MigrateMode, RearmMode, StopReason,
     SwitchWitness,
 };
-use crate::evidence::results::{Counts, Verdict, WorkerEntry};
 use crate::judge::{AnomalyKind, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals};
+use crate::verdict::counts::{Counts, Verdict, WorkerEntry};
 
 pub use crate::domain::MIN_EVIDENCE_RATE;
 

@@ -19,10 +19,10 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::domain::{CONFIDENCE, GroupBy, OutputFormat};
-use crate::evidence::loaded_run::LoadedRun;
-use crate::evidence::results::Verdict;
-use crate::evidence::runfile::verdict_name;
 use crate::stats::Rate;
+use crate::results::loaded::LoadedRun;
+use crate::results::reader::verdict_name;
+use crate::results::schema::Verdict;
 
 /// What a group key is called when a run's fingerprint does not say
 /// (older results have no hostname; a VM may have no DMI).
@@ -154,8 +154,7 @@ fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
             .with_context(|| format!("{key}: the runs' drops add up past 2^64 - 1"))?;
     }
     // A group of self-tests alone proves nothing of the machines.
-    let verdict =
-        crate::evidence::verdict::pooled(dropped, all_clean && self_tests < members.len());
+    let verdict = crate::verdict::pooled(dropped, all_clean && self_tests < members.len());
     Ok(GroupRow {
         runs: members.len(),
         verdicts,
@@ -178,7 +177,7 @@ fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
 pub fn render(g: &Grouped, format: OutputFormat) -> String {
     let by = key_name(g.group_by);
     let mut s = String::new();
-    let rate = |r: &GroupRow| crate::evidence::report::rate_short(r.overflows, r.dropped);
+    let rate = |r: &GroupRow| crate::report::runs::rate_short(r.overflows, r.dropped);
     let numbers = |runs: &dyn std::fmt::Display,
                    overflows: &dyn std::fmt::Display,
                    dropped: &dyn std::fmt::Display,
@@ -233,7 +232,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
             .iter()
             .map(|(_, n)| n.chars().count())
             .chain([header.chars().count()])
-            .all(|n| width + 1 + n <= crate::evidence::report::WIDTH);
+            .all(|n| width + 1 + n <= crate::report::runs::WIDTH);
         if one_line {
             let _ = writeln!(s, "{by:<width$} {header}");
             for (key, n) in &rows {
@@ -242,7 +241,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
         } else {
             let _ = writeln!(s, "{by}\n  {header}");
             for (key, n) in &rows {
-                crate::evidence::report::wrap_into(&mut s, key, "");
+                crate::report::runs::wrap_into(&mut s, key, "");
                 let _ = writeln!(s, "  {n}");
             }
         }
@@ -276,9 +275,9 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
     }
     for n in notes {
         if format == OutputFormat::Markdown {
-            crate::evidence::report::wrap_into(&mut s, &n, "- ");
+            crate::report::runs::wrap_into(&mut s, &n, "- ");
         } else {
-            crate::evidence::report::wrap_into(&mut s, &format!("note: {n}"), "");
+            crate::report::runs::wrap_into(&mut s, &format!("note: {n}"), "");
         }
     }
     s

@@ -50,10 +50,10 @@ use flate2::write::GzEncoder;
 
 use crate::config::RunConfig;
 use crate::engine::kernel::process;
-use crate::evidence::results::{AnomalyRecord, RunStarted, anomaly_columns};
 use crate::fingerprint::Fingerprint;
-use crate::judge::{Anomaly, ClosedWindow};
-use crate::records::{self, Observation, Row};
+use crate::records::{self, Row};
+use crate::judge::{Anomaly, ClosedWindow, Observation};
+use crate::results::schema::{AnomalyRecord, RunStarted, anomaly_columns};
 
 const FLUSH_EVERY_NS: u64 = 1_000_000_000;
 
@@ -851,7 +851,7 @@ impl ResultsDir {
     pub fn finish(
         mut self,
         now_ns: u64,
-        results: &mut crate::evidence::results::RunResults,
+        results: &mut crate::results::schema::RunResults,
     ) -> Result<()> {
         let start = self.started_ns.unwrap_or(now_ns);
         let started_unix_s = self
@@ -859,7 +859,7 @@ impl ResultsDir {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         results.started_unix_s = Some(started_unix_s);
-        results.started_utc = Some(crate::evidence::results::utc_text(started_unix_s));
+        results.started_utc = Some(crate::results::schema::utc_text(started_unix_s));
         results.started_monotonic_ns = self.started_ns;
         let mut tail = Ok(());
         if self.failed.is_none() {
@@ -891,7 +891,7 @@ impl ResultsDir {
     /// exit status is decided first (`process`): from here on any way out
     /// exits with the status this run.json holds, or leaves the previous
     /// one (incomplete) if the rename does not happen.
-    fn write_final(&self, results: &crate::evidence::results::RunResults) -> Result<()> {
+    fn write_final(&self, results: &crate::results::schema::RunResults) -> Result<()> {
         let _ = self.dir.remove(RESERVE_NAME);
         process::decide(results.exit_status);
         let written = self.dir.write_json_atomically("run.json", results);

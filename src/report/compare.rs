@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use crate::domain::OutputFormat;
 
-use crate::evidence::loaded_run::LoadedRun;
-use crate::evidence::report::{rate_cells, wrap_into};
+use crate::report::runs::{rate_cells, wrap_into};
+use crate::results::loaded::LoadedRun;
 
 pub use crate::stats::rates_differ_p;
 
@@ -87,7 +87,7 @@ impl Group {
             injected: runs.iter().any(|r| r.run.is_self_test()),
             interrupted: runs
                 .iter()
-                .filter(|r| r.run.verdict() == crate::evidence::results::Verdict::Interrupted)
+                .filter(|r| r.run.verdict() == crate::results::schema::Verdict::Interrupted)
                 .count(),
             settings: {
                 let mut m: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();

@@ -25,10 +25,10 @@ use serde::Deserialize;
 
 use crate::config::RunConfig;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, RUN_SCHEMA_VERSION};
-use crate::evidence::results::{Counts, RunResults, RunStarted, ToolInfo, Verdict};
-use crate::evidence::verdict::{Reason, Warning};
 use crate::fingerprint::PseudoNmi;
 use crate::judge::JudgeConfig;
+use crate::results::schema::{Counts, RunResults, RunStarted, ToolInfo, Verdict};
+use crate::verdict::{Reason, Warning};
 
 /// The largest run.json read. The writer's, at most 1,000 anomalies, the
 /// fingerprint and one entry per worker (1,024 workers at most, ~2 KiB

@@ -30,10 +30,10 @@ use anyhow::{Context, Result, anyhow};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::evidence::loaded_run::LoadedRun;
-use crate::evidence::report;
 use crate::judge::AnomalyKind;
 use crate::judge::stress::POSITION_BINS;
+use crate::report::runs as report;
+use crate::results::loaded::LoadedRun;
 
 /// Image width in pixels.
 pub const WIDTH: u32 = 1400;
@@ -337,7 +337,7 @@ fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .with_context(|| format!("{} names no file", path.display()))?
         .to_string_lossy();
-    crate::evidence::results_dir::write_atomically(dir, &name, bytes)
+    crate::results::writer::write_atomically(dir, &name, bytes)
 }
 
 fn encode_png(buf: &mut Vec<u8>, path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::domain::{DriverRules, OutputFormat};
-use crate::evidence::compare::{Group, compare};
-use crate::evidence::loaded_run::LoadedRun;
-use crate::evidence::report::{kernel_line, machine_line, reproduce_lines, wrap_into};
+use crate::report::compare::{Group, compare};
+use crate::report::runs::{kernel_line, machine_line, reproduce_lines, wrap_into};
+use crate::results::loaded::LoadedRun;
 
 /// At most this many commands to reproduce per side; the rest are counted.
 const MAX_COMMANDS: usize = 6;
