@@ -22,7 +22,10 @@ mod output;
 mod plot;
 #[cfg(not(feature = "plot"))]
 mod plot_missing;
+mod recorded_totals;
+mod refusals;
 mod reliability;
 mod report;
 mod run_software;
+mod stop_signals;
 mod testkit;
