@@ -11,6 +11,7 @@ mod completions;
 mod contract;
 mod contract2;
 mod env;
+mod histogram_logs;
 mod interrupt;
 mod maintainer;
 mod matrix;
