@@ -201,3 +201,42 @@ fn out_of_inodes_the_status_and_run_json_agree() {
         );
     }
 }
+
+/// In a time namespace whose CLOCK_MONOTONIC is offset (`unshare --time
+/// --monotonic N`), the kernel's records and the run's rows would be N s
+/// apart: the run is refused (125, recorded), where it was called clean
+/// (+100,000 s) or blamed 3,543 signals on missing interrupts (-5,000 s).
+#[test]
+fn a_time_namespace_off_the_kernels_clock_is_refused() {
+    let _machine = shared_machine();
+    if !is_root() {
+        return skipped("a time namespace needs root");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for offset in ["100000", "-5000"] {
+        let out = dir.path().join(format!("r{offset}"));
+        let o = match std::process::Command::new("unshare")
+            .args(["--time", "--fork", "--monotonic", offset])
+            .arg(env!("CARGO_BIN_EXE_pmustress"))
+            .args(["run", "--event", "task-clock", "--duration", "1s", "--out"])
+            .arg(&out)
+            .output()
+        {
+            Ok(o) if out.exists() || o.status.code() == Some(125) => o,
+            Ok(o) => {
+                return skipped(&format!(
+                    "no time namespace here: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                ));
+            }
+            Err(e) => return skipped(&format!("no unshare here: {e}")),
+        };
+        let line = one_line(&o);
+        assert_eq!(o.status.code(), Some(125), "{line}");
+        assert!(line.contains("time namespace"), "{line}");
+        assert_eq!(exit_status_in(&out), Some(125), "{line}");
+        let run = read_json(&out);
+        let why = run["setup_failure"].as_str().unwrap_or_default();
+        assert!(why.contains(&format!("{offset} s")), "{run:#}");
+    }
+}

@@ -607,6 +607,12 @@ fn validate(
         }) => return Err(refuse(config, argv, fingerprint, &why)),
     };
 
+    if let Some(why) = std::fs::read_to_string("/proc/self/timens_offsets")
+        .ok()
+        .and_then(|text| monotonic_offset_refusal(&text))
+    {
+        return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
+    }
     match crate::engine::sigqueue::check_live(cfg.workers) {
         crate::engine::sigqueue::Check::Refuse(msg) => {
             Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &msg))
@@ -617,6 +623,26 @@ fn validate(
         }
         crate::engine::sigqueue::Check::Ok => Ok((cfg, None)),
     }
+}
+
+/// Why a run cannot be judged in this time namespace, from
+/// /proc/self/timens_offsets: the kernel stamps its sample records with
+/// its own CLOCK_MONOTONIC, while this process reads the namespace's,
+/// offset from it, so the two would not share one clock (100,000 s
+/// apart, the run was called clean with its rows beside no record).
+fn monotonic_offset_refusal(offsets: &str) -> Option<String> {
+    let line = offsets
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("monotonic"))?;
+    let mut fields = line.split_whitespace().map(str::parse::<i64>);
+    let (Some(Ok(secs)), Some(Ok(nanos))) = (fields.next(), fields.next()) else {
+        return None;
+    };
+    ((secs, nanos) != (0, 0)).then(|| {
+        format!(
+            "this process runs in a time namespace whose CLOCK_MONOTONIC is {secs} s {nanos} ns off the kernel's (/proc/self/timens_offsets): the kernel's records and the run's rows would not share one clock; run outside it"
+        )
+    })
 }
 
 /// The run's results directory (`cfg.out` becomes the one claimed): an
@@ -848,6 +874,17 @@ fn write_stdout(text: &str) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_time_namespace_with_another_monotonic_clock_is_refused() {
+        use super::monotonic_offset_refusal as refusal;
+        let at = |m: &str| format!("monotonic {m}\nboottime 0 0\n");
+        assert_eq!(refusal(&at("0 0")), None);
+        assert!(refusal(&at("100000 0")).is_some_and(|w| w.contains("100000 s 0 ns")));
+        assert!(refusal(&at("-5000 0")).is_some());
+        assert!(refusal(&at("0 1")).is_some());
+        assert_eq!(refusal(""), None);
+    }
+
     /// Without the `plot` feature, any `pmustress plot ...` (no arguments,
     /// real ones, bad ones, --help) reaches the command, which refuses it
     /// with a usage error and the one line naming the feature.
