@@ -171,7 +171,9 @@ pub enum StopReason {
     Duration,
     Interrupts,
     Anomalies,
-    /// SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGPIPE (the signal number).
+    /// A stop signal (the signal number): SIGINT, SIGTERM, SIGHUP,
+    /// SIGQUIT, SIGPIPE, SIGXCPU, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM or
+    /// SIGPROF.
     Signal(i32),
     /// Every worker stopped on its own (watchdog or setup).
     WorkersGone,

@@ -11,6 +11,7 @@ mod completions;
 mod contract;
 mod contract2;
 mod env;
+mod histogram_logs;
 mod interrupt;
 mod maintainer;
 mod matrix;
@@ -22,7 +23,10 @@ mod output;
 mod plot;
 #[cfg(not(feature = "plot"))]
 mod plot_missing;
+mod recorded_totals;
+mod refusals;
 mod reliability;
 mod report;
 mod run_software;
+mod stop_signals;
 mod testkit;

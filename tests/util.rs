@@ -160,3 +160,68 @@ pub fn copy_run(from: &str, to: &Path, edit: impl FnOnce(&mut serde_json::Value)
     edit(&mut run);
     std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
 }
+
+/// `pmustress` as a `std::process::Command` (to spawn and signal),
+/// started with the default SIGHUP whatever the test runner inherited (a
+/// SIGHUP ignored at the start stays ignored: `nohup`).
+pub fn pmustress_child() -> std::process::Command {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pmustress"));
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// Waits for `child` at most `limit`: a guard against a hang, never a
+/// measurement. Past it the child is killed and None returned, so a run
+/// that does not stop fails its test instead of hanging the suite.
+pub fn wait_at_most(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Waits until the run in `out` has installed its signal handlers and
+/// made its results directory (the first run.json comes after both).
+pub fn wait_until_started(out: &Path, child: &mut std::process::Child) {
+    let t = std::time::Instant::now();
+    while !out.join("run.json").exists() {
+        if t.elapsed() > std::time::Duration::from_secs(120) || child.try_wait().unwrap().is_some()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("pmustress never started a run in {}", out.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Sends `sig` to process (or, negative, process group) `pid`, which must
+/// be this test's own child.
+pub fn send_signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) only sends a signal; the pid is our child (a zombie
+    // until waited for, so never another process's).
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
+}
+
+/// run.json's `exit_status`, if it has one.
+pub fn exit_status_in(dir: &Path) -> Option<i32> {
+    read_json(dir)["exit_status"].as_i64().map(|s| s as i32)
+}

@@ -429,6 +429,8 @@ struct Collect {
     hardware: bool,
     /// `--max-count-rate` was given.
     rate_bounded: bool,
+    /// The signal queue check's warning, for run.json (`validate`).
+    queue_tight: Option<String>,
 }
 
 impl run::Observer for Collect {
@@ -507,7 +509,7 @@ fn run_steps<K: Kernel>(args: &RunArgs, machine: &K) -> Result<i32, Stopped> {
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let mut cfg = validate(args, &allowed, &platform, &argv, &fingerprint)?;
+    let (mut cfg, queue_tight) = validate(args, &allowed, &platform, &argv, &fingerprint)?;
 
     let stop_signal = || {
         stops
@@ -527,6 +529,7 @@ fn run_steps<K: Kernel>(args: &RunArgs, machine: &K) -> Result<i32, Stopped> {
         rate_bounded: cfg.max_count_rate.is_some(),
         paranoid: fingerprint.knobs.perf_event_paranoid.value,
         hardware: !cfg.event.software,
+        queue_tight,
     };
     let (record, collect) = measure(machine, &cfg, &stop_signal, collect, &argv, &fingerprint)?;
     let (console, saved) = collect.save(&cfg, argv, &fingerprint, &record);
@@ -534,28 +537,28 @@ fn run_steps<K: Kernel>(args: &RunArgs, machine: &K) -> Result<i32, Stopped> {
 }
 
 /// The first SIGINT, SIGTERM, SIGHUP (the terminal or SSH session went
-/// away), SIGQUIT or SIGPIPE (our reader went away) stops the run and
-/// keeps what was measured: final run.json, verdict, exit 128 + N. A
-/// second one exits at once (not SIGPIPE: every later write to a closed
-/// pipe raises another), leaving run.json incomplete; once the final
-/// run.json is written, any of them exits with the status it holds
-/// (`engine::signal::install_stop`). A SIGHUP ignored when we start
+/// away), SIGQUIT, SIGPIPE (our reader went away), SIGXCPU (the CPU time
+/// limit, `ulimit -t`), SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM or SIGPROF
+/// (whose default would end the process without a word) stops the run
+/// and keeps what was measured: final run.json, verdict, exit 128 + N. A
+/// second one of the same kind a second or more after the first exits at
+/// once, leaving run.json incomplete; the same one twice within a second
+/// (`timeout` signals the child and its process group) is one stop. Not
+/// SIGPIPE or SIGXCPU: the kernel raises those again by itself (every
+/// later write to a closed pipe, every further second of CPU time). Once
+/// the final run.json is written, any of them exits with the status it
+/// holds (`engine::signal::install_stop`). A SIGHUP ignored when we start
 /// (nohup) stays ignored.
 fn install_stops() -> Result<Vec<Stop>, Stopped> {
     let mut stops: Vec<Stop> = Vec::new();
-    for sig in [
-        libc::SIGINT,
-        libc::SIGTERM,
-        libc::SIGHUP,
-        libc::SIGQUIT,
-        libc::SIGPIPE,
-    ] {
+    for sig in STOP_SIGNALS {
         if sig == libc::SIGHUP && crate::engine::signal::is_ignored(sig) {
             continue;
         }
         let flag = Arc::new(AtomicBool::new(false));
+        let repeated_by_the_kernel = matches!(sig, libc::SIGPIPE | libc::SIGXCPU);
         let installed =
-            crate::engine::signal::install_stop(sig, Arc::clone(&flag), sig != libc::SIGPIPE);
+            crate::engine::signal::install_stop(sig, Arc::clone(&flag), !repeated_by_the_kernel);
         if let Err(e) = installed {
             errln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
             return Err(EXIT_CANNOT_TEST);
@@ -565,16 +568,32 @@ fn install_stops() -> Result<Vec<Stop>, Stopped> {
     Ok(stops)
 }
 
+/// The signals that stop a run and keep what it measured (`install_stops`).
+const STOP_SIGNALS: [libc::c_int; 11] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGPIPE,
+    libc::SIGXCPU,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+];
+
 /// The validated configuration, or the run refused: a usage error (2),
-/// a run this machine cannot do (125, recorded by `refuse`), or a
-/// signal queue too short for the workers (125).
+/// a run this machine cannot do (125, recorded by `refuse`), among them
+/// a signal queue too short for the workers. With it, the signal queue
+/// check's warning (said now, and kept for run.json).
 fn validate(
     args: &RunArgs,
     allowed: &[usize],
     platform: &event::Platform,
     argv: &[String],
     fingerprint: &Fingerprint,
-) -> Result<RunConfig, Stopped> {
+) -> Result<(RunConfig, Option<String>), Stopped> {
     let cfg = match RunConfig::from_args_or_refused(args, allowed, platform) {
         Ok(cfg) => cfg,
         Err(Refused {
@@ -590,15 +609,42 @@ fn validate(
         }) => return Err(refuse(config, argv, fingerprint, &why)),
     };
 
+    if let Some(why) = std::fs::read_to_string("/proc/self/timens_offsets")
+        .ok()
+        .and_then(|text| monotonic_offset_refusal(&text))
+    {
+        return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
+    }
     match crate::engine::sigqueue::check_live(cfg.workers) {
         crate::engine::sigqueue::Check::Refuse(msg) => {
-            errln!("pmustress: cannot test here: {msg}");
-            return Err(EXIT_CANNOT_TEST);
+            Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &msg))
         }
-        crate::engine::sigqueue::Check::Warn(msg) => errln!("warning: {msg}"),
-        crate::engine::sigqueue::Check::Ok => {}
+        crate::engine::sigqueue::Check::Warn(msg) => {
+            errln!("warning: {msg}");
+            Ok((cfg, Some(msg)))
+        }
+        crate::engine::sigqueue::Check::Ok => Ok((cfg, None)),
     }
-    Ok(cfg)
+}
+
+/// Why a run cannot be judged in this time namespace, from
+/// /proc/self/timens_offsets: the kernel stamps its sample records with
+/// its own CLOCK_MONOTONIC, while this process reads the namespace's,
+/// offset from it, so the two would not share one clock (100,000 s
+/// apart, the run was called clean with its rows beside no record).
+fn monotonic_offset_refusal(offsets: &str) -> Option<String> {
+    let line = offsets
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("monotonic"))?;
+    let mut fields = line.split_whitespace().map(str::parse::<i64>);
+    let (Some(Ok(secs)), Some(Ok(nanos))) = (fields.next(), fields.next()) else {
+        return None;
+    };
+    ((secs, nanos) != (0, 0)).then(|| {
+        format!(
+            "this process runs in a time namespace whose CLOCK_MONOTONIC is {secs} s {nanos} ns off the kernel's (/proc/self/timens_offsets): the kernel's records and the run's rows would not share one clock; run outside it"
+        )
+    })
 }
 
 /// The run's results directory (`cfg.out` becomes the one claimed): an
@@ -614,7 +660,7 @@ fn create_results_dir(
             errln!("error: {e}");
             Err(EXIT_USAGE)
         }
-        Err(e @ OutError::CannotTest(_)) => {
+        Err(e @ (OutError::CannotTest(_) | OutError::WorkingDir(_))) => {
             errln!("pmustress: cannot test here: {e}");
             Err(EXIT_CANNOT_TEST)
         }
@@ -696,9 +742,13 @@ impl Collect {
             files,
             anomalies,
             not_recorded,
+            queue_tight,
             ..
         } = self;
         let mut results = RunResults::new(cfg, argv, fingerprint, record, anomalies, not_recorded);
+        if let Some(why) = queue_tight {
+            results.warnings.push(Warning::SignalQueueTight(why));
+        }
         let moved = files.moved_to();
         if let Some(now) = &moved {
             results.warnings.push(Warning::ResultsMoved {
@@ -804,7 +854,7 @@ fn refuse(
             errln!("error: {e}");
             return EXIT_USAGE;
         }
-        Err(e @ OutError::CannotTest(_)) => {
+        Err(e @ (OutError::CannotTest(_) | OutError::WorkingDir(_))) => {
             errln!("pmustress: cannot test here: {why} (not recorded: {e})");
         }
     }
@@ -827,6 +877,17 @@ fn write_stdout(text: &str) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_time_namespace_with_another_monotonic_clock_is_refused() {
+        use super::monotonic_offset_refusal as refusal;
+        let at = |m: &str| format!("monotonic {m}\nboottime 0 0\n");
+        assert_eq!(refusal(&at("0 0")), None);
+        assert!(refusal(&at("100000 0")).is_some_and(|w| w.contains("100000 s 0 ns")));
+        assert!(refusal(&at("-5000 0")).is_some());
+        assert!(refusal(&at("0 1")).is_some());
+        assert_eq!(refusal(""), None);
+    }
+
     /// Without the `plot` feature, any `pmustress plot ...` (no arguments,
     /// real ones, bad ones, --help) reaches the command, which refuses it
     /// with a usage error and the one line naming the feature.

@@ -98,8 +98,10 @@ pub fn man_page(out: &mut dyn Write) -> io::Result<()> {
          anything (not enough overflows), a run that could not be judged \
          or saved, output that could not be written; report: a run shown \
          did not finish\n\
-         .TP\n129, 130, 131, 141, 143\ninterrupted by SIGHUP, SIGINT, \
-         SIGQUIT, SIGPIPE or SIGTERM: judged on what was measured and saved\n";
+         .TP\n128+N\ninterrupted by signal N (129 SIGHUP, 130 SIGINT, 131 \
+         SIGQUIT, 138 SIGUSR1, 140 SIGUSR2, 141 SIGPIPE, 142 SIGALRM, 143 \
+         SIGTERM, 152 SIGXCPU, 154 SIGVTALRM, 155 SIGPROF): judged on what \
+         was measured and saved\n";
     page += &piece(|b| top.render_version_section(b), false)?;
     out.write_all(page.as_bytes())
 }

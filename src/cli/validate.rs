@@ -73,6 +73,15 @@ impl Bisect {
                         ),
                     ));
                 }
+                if let Some(why) = run.run.counts_contradict() {
+                    return Err(usage(
+                        "--baseline",
+                        format!(
+                            "{}: {why}; expected a run.json as pmustress wrote it",
+                            dir.join("run.json").display()
+                        ),
+                    ));
+                }
                 if !run.run.finished() {
                     return Err(usage(
                         "--baseline",

@@ -29,6 +29,8 @@ use serde_json::Value;
 
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_DROPPED};
 use crate::records::{HEADER, Row};
+use crate::results::schema::Counts;
+use crate::stats::Rate;
 use crate::judge::{
     Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StreamJudge, StressTotals,
 };
@@ -323,6 +325,13 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
             &replayed.deliveries,
             &mut differences,
         );
+        summary_fields(
+            "totals",
+            t,
+            &replayed.interrupts,
+            &replayed.deliveries,
+            &mut differences,
+        );
         // Runs recorded before stops were counted have no stress to check.
         if let Some(stress) = &t.stress {
             compare("totals.stress", stress, &replayed.stress, &mut differences);
@@ -357,6 +366,7 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
                 d,
                 &mut differences,
             );
+            summary_fields(&format!("workers[{n}]"), &w.counts, i, d, &mut differences);
         }
     }
     let run_verdict = crate::results::reader::verdict_name(run.verdict()).to_string();
@@ -408,6 +418,60 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
         verdict,
         exit_status,
     })
+}
+
+/// The counts run.json also holds outside `interrupts` and `deliveries`,
+/// where `report`, `compare` and `--baseline` read them
+/// (`accounted_overflows`, `dropped_interrupts`, `dropped_rate`...):
+/// each against the replay's. An edited `dropped_interrupts` replayed as
+/// "the same totals" while the nested ones were compared alone.
+fn summary_fields(
+    name: &str,
+    recorded: &Counts,
+    i: &InterruptTotals,
+    d: &DeliveryTotals,
+    out: &mut Vec<(String, String, String)>,
+) {
+    let ours = [
+        ("signals", recorded.signals, d.signals),
+        ("sigio", recorded.sigio, d.sigio),
+        ("kernel_samples", recorded.kernel_samples, i.samples),
+        (
+            "accounted_overflows",
+            recorded.accounted_overflows,
+            i.overflows,
+        ),
+        ("dropped_interrupts", recorded.dropped_interrupts, i.dropped),
+        ("injected", recorded.injected, i.injected),
+        ("ambiguous", recorded.ambiguous, i.ambiguous),
+    ];
+    for (field, theirs, mine) in ours {
+        if theirs != mine {
+            out.push((
+                format!("{name}.{field}"),
+                theirs.to_string(),
+                mine.to_string(),
+            ));
+        }
+    }
+    // The rate as the run computed it from these counts (its interval
+    // is what --baseline reads); the figures as parsed back, to a part in
+    // 10^9 (a float read back from JSON may differ in its last digit).
+    if let Some(theirs) = &recorded.dropped_rate {
+        let mine = Rate::new(i.dropped, i.overflows, theirs.confidence);
+        let near = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        let same = (theirs.events, theirs.trials) == (mine.events, mine.trials)
+            && near(theirs.per_million, mine.per_million)
+            && near(theirs.ci_low_per_million, mine.ci_low_per_million)
+            && near(theirs.ci_high_per_million, mine.ci_high_per_million);
+        if !same {
+            let json = |r: &Rate| serde_json::to_string(r).unwrap_or_default();
+            out.push((format!("{name}.dropped_rate"), json(theirs), json(&mine)));
+        }
+    }
 }
 
 /// Field-by-field differences between run.json's totals and ours (a

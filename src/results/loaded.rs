@@ -241,6 +241,8 @@ pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
                 let raw = base64::engine::general_purpose::STANDARD
                     .decode(ilh.encoded_histogram())
                     .with_context(|| format!("{}: bad base64 in an interval", path.display()))?;
+                bound_claims(&raw)
+                    .map_err(|why| anyhow::anyhow!("{}: bad histogram: {why}", path.display()))?;
                 let h: Histogram<u64> = de
                     .deserialize(&mut &raw[..])
                     .map_err(|e| anyhow::anyhow!("{}: bad histogram: {e:?}", path.display()))?;
@@ -248,6 +250,53 @@ pub fn merge_log(path: &Path, into: &mut Histogram<u64>) -> Result<()> {
                     .map_err(|e| anyhow::anyhow!("{}: cannot merge: {e:?}", path.display()))?;
             }
         }
+    }
+}
+
+/// The V2 histogram encodings' cookies (HdrHistogram's, word size 8).
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9304 | 0x10;
+/// The V2 header's bytes after its cookie and payload length.
+const V2_HEADER_REST: usize = 32;
+/// The most bytes deflate makes of one (its best ratio is 1032:1).
+const DEFLATE_MOST: usize = 1032;
+
+/// Refuses an encoded histogram whose header claims more bytes than it
+/// can hold, before the decoder allocates what it claims (an 83-byte
+/// file claiming 2^31-1 bytes had `report` allocate 2 GiB): a plain
+/// payload must fit in what follows its header, a compressed one in the
+/// bytes given, and what it inflates to in 1032 times that.
+fn bound_claims(raw: &[u8]) -> Result<(), String> {
+    use std::io::Read as _;
+    let word = |b: &[u8]| -> Option<usize> {
+        Some(u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize)
+    };
+    let (Some(cookie), Some(claimed)) = (word(raw), raw.get(4..).and_then(word)) else {
+        return Err("shorter than its header".to_string());
+    };
+    let left = raw.len() - 8;
+    match cookie as u32 {
+        V2_COOKIE if claimed > left.saturating_sub(V2_HEADER_REST) => {
+            Err(format!("its header claims {claimed} bytes, {left} follow"))
+        }
+        V2_DEFLATE_COOKIE if claimed > left => Err(format!(
+            "its header claims {claimed} compressed bytes, {left} follow"
+        )),
+        V2_DEFLATE_COOKIE => {
+            let mut inner = [0u8; 8];
+            flate2::read::ZlibDecoder::new(&raw[8..])
+                .read_exact(&mut inner)
+                .map_err(|e| format!("its compressed header does not inflate: {e}"))?;
+            let inner_claim = word(&inner[4..]).unwrap_or(usize::MAX);
+            if inner_claim > claimed.saturating_mul(DEFLATE_MOST) {
+                Err(format!(
+                    "its header claims {inner_claim} bytes inflated from {claimed}"
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
     }
 }
 
@@ -351,6 +400,32 @@ fn runs_below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// What a header claims is bounded before anything is allocated: an
+    /// encoding pmustress writes passes, the same with its lengths forged
+    /// to 2^31-1 does not.
+    #[test]
+    fn a_histogram_header_claiming_more_than_it_holds_is_refused() {
+        use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer, V2Serializer};
+        let mut h = crate::domain::histogram();
+        for v in [1u64, 1_000, 1_000_000] {
+            h.record(v).unwrap();
+        }
+        let mut deflated = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&h, &mut deflated)
+            .unwrap();
+        let mut plain = Vec::new();
+        V2Serializer::new().serialize(&h, &mut plain).unwrap();
+        assert_eq!(bound_claims(&deflated), Ok(()));
+        assert_eq!(bound_claims(&plain), Ok(()));
+        for mut forged in [deflated, plain] {
+            forged[4..8].copy_from_slice(&0x7fff_ffffu32.to_be_bytes());
+            let why = bound_claims(&forged).unwrap_err();
+            assert!(why.contains("2147483647"), "{why}");
+        }
+        assert!(bound_claims(&[0x1c, 0x84]).is_err());
+    }
+
     use super::*;
 
     #[test]

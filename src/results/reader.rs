@@ -240,6 +240,77 @@ impl RunDocument {
         self.results().map(|r| r.elapsed_ns)
     }
 
+    /// Where a finished run's overflow and drop counts contradict each
+    /// other, as pmustress never writes them: the top-level totals against
+    /// the judge's (`interrupts`) and against the sum of the workers', or
+    /// more overflows than the run had nanoseconds per worker (no counter
+    /// interrupts that often). Readers that take the rate from these
+    /// counts (`--baseline`) refuse such a file.
+    pub fn counts_contradict(&self) -> Option<String> {
+        let run = self.results()?;
+        let t = &run.totals;
+        let sum = |f: fn(&Counts) -> u64| {
+            run.workers
+                .iter()
+                .try_fold(0u64, |acc, w| acc.checked_add(f(&w.counts)))
+        };
+        let pairs = [
+            (
+                "accounted_overflows",
+                t.accounted_overflows,
+                "interrupts.overflows",
+                Some(t.interrupts.overflows),
+            ),
+            (
+                "dropped_interrupts",
+                t.dropped_interrupts,
+                "interrupts.dropped",
+                Some(t.interrupts.dropped),
+            ),
+            (
+                "accounted_overflows",
+                t.accounted_overflows,
+                "the workers' sum",
+                sum(|c| c.accounted_overflows),
+            ),
+            (
+                "dropped_interrupts",
+                t.dropped_interrupts,
+                "the workers' sum",
+                sum(|c| c.dropped_interrupts),
+            ),
+        ];
+        // Schema 1 has no `interrupts`, and a run.json may list no workers.
+        let judged = t.interrupts != Default::default();
+        for (field, value, other, against) in pairs {
+            let recorded = if other == "the workers' sum" {
+                !run.workers.is_empty()
+            } else {
+                judged
+            };
+            if !recorded {
+                continue;
+            }
+            if against != Some(value) {
+                let against = against.map_or("more than 2^64".to_string(), |n| n.to_string());
+                return Some(format!(
+                    "its totals contradict themselves: {field} is {value} but {other} is {against}"
+                ));
+            }
+        }
+        let most = run
+            .elapsed_ns
+            .saturating_mul(run.workers.len().max(1) as u64);
+        (t.accounted_overflows > most).then(|| {
+            format!(
+                "its totals cannot be: {} overflows in {} ns with {} workers (more than one a nanosecond)",
+                t.accounted_overflows,
+                run.elapsed_ns,
+                run.workers.len()
+            )
+        })
+    }
+
     /// None only in an unfinished run written before schema 3.
     pub fn pseudo_nmi(&self) -> Option<&PseudoNmi> {
         match self {

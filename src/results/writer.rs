@@ -177,6 +177,26 @@ impl Dir {
         self.write_atomically(name, text.as_bytes())
     }
 
+    /// `write_json_atomically`, or where that fails (no inode left for
+    /// the temporary file, no space for a second copy) the file rewritten
+    /// in place: for the run.json that says why a run could not start,
+    /// which is better whole-or-cut-short than never written (the process
+    /// already exits with the status it holds).
+    fn write_json_even_in_place<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
+        let atomic = self.write_json_atomically(name, value);
+        let Err(e) = atomic else {
+            return Ok(());
+        };
+        let mut text = serde_json::to_string_pretty(value)?;
+        text.push('\n');
+        let in_place = || -> io::Result<()> {
+            let mut f = self.create(name)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        };
+        in_place().map_err(|e2| e.context(format!("rewriting {name} in place too: {e2}")))
+    }
+
     /// Where the directory is now, when its path no longer names it (it
     /// was renamed, removed or replaced while the run wrote it).
     pub fn moved_to(&self) -> Option<PathBuf> {
@@ -296,15 +316,19 @@ impl Write for Guarded {
     }
 }
 
-/// Why a results directory could not be claimed: the path is wrong (exit
-/// 2, the user picks another), or this machine cannot write here now (exit
-/// 125: a full disk, no file descriptors left).
+/// Why a results directory could not be claimed: the --out given is
+/// wrong (exit 2, the user picks another), this machine cannot write there
+/// now (exit 125: a full disk, no file descriptors left), or no --out was
+/// given and the working directory takes no results directory (exit 125:
+/// read-only, deleted, not ours to write; no flag is wrong).
 #[derive(Debug, thiserror::Error)]
 pub enum OutError {
     #[error("--out: {0}")]
     Usage(String),
     #[error("--out: {0}")]
     CannotTest(String),
+    #[error("{0}")]
+    WorkingDir(String),
 }
 
 /// Errors of the environment rather than of the path given.
@@ -312,17 +336,34 @@ fn environmental(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(
-            libc::ENOSPC | libc::EDQUOT | libc::EFBIG | libc::EMFILE | libc::ENFILE | libc::ENOMEM
+            libc::ENOSPC
+                | libc::EDQUOT
+                | libc::EFBIG
+                | libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOMEM
+                | libc::EIO
         )
     )
 }
 
-fn out_error(what: String, e: &io::Error) -> OutError {
+/// Why `what` failed with `e`, and who can fix it: `given` says whether
+/// the user named the directory (--out) or it is the default one, made in
+/// the working directory.
+fn out_error(what: String, e: &io::Error, given: bool) -> OutError {
+    if !given {
+        return OutError::WorkingDir(format!(
+            "the working directory {} takes no results directory: {what} ({e}); run from a directory you can write to, or choose one with --out",
+            working_directory()
+        ));
+    }
     if environmental(e) {
         let fix = if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
-            "free some space or choose another --out"
+            "free some space (or inodes: df -i) or choose another --out"
         } else if e.raw_os_error() == Some(libc::EFBIG) {
             "raise the file size limit (ulimit -f)"
+        } else if e.raw_os_error() == Some(libc::EIO) {
+            "check the disk, or choose another --out"
         } else {
             "raise the limit (ulimit -n) or close files"
         };
@@ -330,6 +371,17 @@ fn out_error(what: String, e: &io::Error) -> OutError {
     } else {
         OutError::Usage(format!("{what} ({e}): choose a directory you can write to"))
     }
+}
+
+/// The working directory's path, as the kernel has it when it was deleted
+/// ("/tmp/x (deleted)").
+fn working_directory() -> String {
+    std::env::current_dir()
+        .or_else(|_| std::fs::read_link("/proc/self/cwd"))
+        .map_or_else(
+            |_| "(which has no path now)".to_string(),
+            |p| p.display().to_string(),
+        )
 }
 
 /// Every file a run writes: a directory holding any of them holds a run
@@ -362,12 +414,12 @@ fn is_result_file(name: &str) -> bool {
 pub fn claim(dir: &Path, given: bool, replace: bool) -> Result<Dir, OutError> {
     let dir = if given {
         std::fs::create_dir_all(dir)
-            .map_err(|e| out_error(format!("cannot create {}", dir.display()), &e))?;
+            .map_err(|e| out_error(format!("cannot create {}", dir.display()), &e, given))?;
         dir.to_path_buf()
     } else {
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
-                .map_err(|e| out_error(format!("cannot create {}", parent.display()), &e))?;
+                .map_err(|e| out_error(format!("cannot create {}", parent.display()), &e, given))?;
         }
         let mut n = 1;
         loop {
@@ -385,13 +437,14 @@ pub fn claim(dir: &Path, given: bool, replace: bool) -> Result<Dir, OutError> {
                     return Err(out_error(
                         format!("cannot create {}", candidate.display()),
                         &e,
+                        given,
                     ));
                 }
             }
         }
     };
-    let lock =
-        File::open(&dir).map_err(|e| out_error(format!("cannot open {}", dir.display()), &e))?;
+    let lock = File::open(&dir)
+        .map_err(|e| out_error(format!("cannot open {}", dir.display()), &e, given))?;
     match lock.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -401,11 +454,15 @@ pub fn claim(dir: &Path, given: bool, replace: bool) -> Result<Dir, OutError> {
             )));
         }
         Err(std::fs::TryLockError::Error(e)) => {
-            return Err(out_error(format!("cannot lock {}", dir.display()), &e));
+            return Err(out_error(
+                format!("cannot lock {}", dir.display()),
+                &e,
+                given,
+            ));
         }
     }
     let entries: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|e| out_error(format!("cannot list {}", dir.display()), &e))?
+        .map_err(|e| out_error(format!("cannot list {}", dir.display()), &e, given))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
@@ -421,7 +478,7 @@ pub fn claim(dir: &Path, given: bool, replace: bool) -> Result<Dir, OutError> {
         for name in entries.iter().filter(|n| is_result_file(n)) {
             let path = dir.join(name);
             std::fs::remove_file(&path)
-                .map_err(|e| out_error(format!("cannot remove {}", path.display()), &e))?;
+                .map_err(|e| out_error(format!("cannot remove {}", path.display()), &e, given))?;
         }
     }
     Ok(Dir {
@@ -519,16 +576,23 @@ fn create(dir: &Dir, name: &str, stopped: &Arc<AtomicBool>) -> Result<BufWriter<
 const OUT_OF_MEMORY: &str = "out of memory: an allocation failed (the address-space limit, ulimit -v, or the machine's memory)";
 
 /// Fills `name` with `bytes` zeros, a block at a time (no 2 MiB buffer).
-fn reserve(dir: &Dir, name: &str, bytes: usize) -> io::Result<()> {
+/// The error says which step failed: creating the file (on a file system
+/// out of inodes) or filling it (out of space, or past `ulimit -f`).
+fn reserve(dir: &Dir, name: &str, bytes: usize) -> Result<()> {
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-    let mut f = dir.create(name)?;
+    let mut f = dir.create(name).with_context(|| {
+        format!("cannot create {name}, the space kept for the final run.json (no inode left?)")
+    })?;
     let mut left = bytes;
-    while left > 0 {
-        let n = left.min(ZEROS.len());
-        f.write_all(&ZEROS[..n])?;
-        left -= n;
-    }
-    f.sync_all()
+    let mut fill = || -> io::Result<()> {
+        while left > 0 {
+            let n = left.min(ZEROS.len());
+            f.write_all(&ZEROS[..n])?;
+            left -= n;
+        }
+        f.sync_all()
+    };
+    fill().with_context(|| format!("cannot reserve {} MiB for the final run.json", bytes >> 20))
 }
 
 impl ResultsDir {
@@ -569,10 +633,11 @@ impl ResultsDir {
             let err = out_error(
                 format!("cannot write in {}: {e}", dir.path.display()),
                 &io_of(&e),
+                cfg.out_given,
             );
-            if let OutError::CannotTest(cause) = &err {
+            if let OutError::CannotTest(cause) | OutError::WorkingDir(cause) = &err {
                 process::decide(crate::domain::EXIT_CANNOT_TEST);
-                let _ = dir.write_json_atomically(
+                let _ = dir.write_json_even_in_place(
                     "run.json",
                     &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.clone()),
                 );
@@ -597,12 +662,7 @@ impl ResultsDir {
                 ),
             )?;
             process::on_oom_rename_in(dir.fd.as_fd());
-            reserve(&dir, RESERVE_NAME, RESERVE_BYTES).with_context(|| {
-                format!(
-                    "cannot reserve {} MiB for the final run.json",
-                    RESERVE_BYTES >> 20
-                )
-            })
+            reserve(&dir, RESERVE_NAME, RESERVE_BYTES)
         })();
         if let Err(e) = prepared {
             return Err(fail(&dir, e));
@@ -754,7 +814,7 @@ impl ResultsDir {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         process::decide(crate::domain::EXIT_CANNOT_TEST);
-        let written = self.dir.write_json_atomically(
+        let written = self.dir.write_json_even_in_place(
             "run.json",
             &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.to_string()),
         );

@@ -21,7 +21,7 @@ pub enum Verdict {
     Dropped,
     /// We could not judge everything (our failure or a broken witness).
     Inconclusive,
-    /// Stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE): what
+    /// Stopped by a signal (SIGINT, SIGTERM, SIGXCPU, ...): what
     /// was measured is complete but partial.
     Interrupted,
     /// No verdict: the run is still going, was killed (SIGKILL, a second

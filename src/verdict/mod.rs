@@ -439,6 +439,10 @@ pub enum Warning {
         to: String,
         from: String,
     },
+    /// The realtime signal queue (`ulimit -i`) had room for every worker
+    /// but not for the worst case: the check's words
+    /// (`engine::sigqueue`).
+    SignalQueueTight(String),
     /// Read back from run.json: the words as written.
     AsWritten(String),
 }
@@ -561,7 +565,7 @@ impl fmt::Display for Warning {
                     )
                 }
             }
-            Warning::AsWritten(s) => f.write_str(s),
+            Warning::SignalQueueTight(s) | Warning::AsWritten(s) => f.write_str(s),
         }
     }
 }

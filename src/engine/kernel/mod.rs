@@ -468,6 +468,27 @@ pub fn move_thread(tid: libc::pid_t, cpu: usize) -> io::Result<()> {
     .map(drop)
 }
 
+/// Moves the calling thread from a realtime policy (SCHED_FIFO or
+/// SCHED_RR, inherited from `chrt`) to SCHED_OTHER, keeping its nice
+/// value; any other policy stays. Each worker and migrator calls it as it
+/// starts: a worker spins and never blocks, so under SCHED_FIFO the
+/// workers would take every CPU from the controller, which must drain
+/// their rings, watch the clock and stop them (a `--duration 1s` run under
+/// `chrt -f 1` never ended, deaf to SIGINT). The controller keeps the
+/// policy it was started with, so under `chrt` it outranks them and stops
+/// the run as promptly as anywhere. Lowering one's own policy needs no
+/// privilege; should it fail, the thread runs on as it was.
+pub fn leave_realtime_policy() {
+    // SAFETY: sched_getscheduler only reads the calling thread's policy.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler reads one sched_param; pid 0 is the
+        // calling thread.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    }
+}
+
 /// The CPUs the calling process may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: as in `move_thread`.
@@ -831,7 +852,10 @@ impl Kernel for Real {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        std::thread::Builder::new().name(name).spawn(f)
+        std::thread::Builder::new().name(name).spawn(move || {
+            leave_realtime_policy();
+            f()
+        })
     }
 }
 
