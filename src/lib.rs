@@ -18,7 +18,7 @@ this, and that this graph is the code's):
 ```text
 testkit -> domain, engine, judge, records
 cli -> config, domain, engine, fingerprint, judge, records, report, results, stats, verdict
-report -> config, domain, engine, fingerprint, judge, records, results, stats, verdict
+report -> domain, engine, fingerprint, judge, records, results, stats, verdict
 results -> config, domain, engine, fingerprint, judge, records, stats, verdict
 verdict -> config, domain, judge, stats
 engine -> config, domain, fingerprint, judge, records

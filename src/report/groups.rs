@@ -19,10 +19,10 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::domain::{CONFIDENCE, GroupBy, OutputFormat};
-use crate::stats::Rate;
 use crate::results::loaded::LoadedRun;
 use crate::results::reader::verdict_name;
 use crate::results::schema::Verdict;
+use crate::stats::Rate;
 
 /// What a group key is called when a run's fingerprint does not say
 /// (older results have no hostname; a VM may have no DMI).

@@ -28,13 +28,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_DROPPED};
-use crate::records::{HEADER, Row};
-use crate::results::schema::Counts;
-use crate::stats::Rate;
 use crate::judge::{
     Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StreamJudge, StressTotals,
 };
+use crate::records::{HEADER, Row};
 use crate::results::reader::verdict_name;
+use crate::results::schema::Counts;
+use crate::stats::Rate;
 use crate::verdict::{Evidence, Reason, Settings, coincidences, decide, verdict_of};
 
 /// The longest line read from a stream: a row is under 200 bytes, so a

@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::OutputFormat;
-use crate::stats::Rate;
 use crate::results::loaded::LoadedRun;
+use crate::stats::Rate;
 
 pub const WIDTH: usize = 72;
 

@@ -13,11 +13,11 @@ use crate::domain::{CONFIDENCE, RUN_SCHEMA_VERSION, RearmMode};
 use crate::engine::run::{RunRecord, WorkerOutcome};
 use crate::fingerprint::Fingerprint;
 use crate::judge::{Anomaly, InterruptTotals};
-use crate::stats::Rate;
 use crate::results::schema::{
     AnomalyRecord, Counts, DeltaStats, LatencyStats, RunResults, StressSummary, ToolInfo,
     WorkerEntry,
 };
+use crate::stats::Rate;
 use crate::verdict::{Evidence, RunSide, Settings, coincidences, decide};
 
 fn counts_of(w: &WorkerOutcome, cfg: &RunConfig) -> Counts {

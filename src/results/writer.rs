@@ -51,8 +51,8 @@ use flate2::write::GzEncoder;
 use crate::config::RunConfig;
 use crate::engine::kernel::process;
 use crate::fingerprint::Fingerprint;
-use crate::records::{self, Row};
 use crate::judge::{Anomaly, ClosedWindow, Observation};
+use crate::records::{self, Row};
 use crate::results::schema::{AnomalyRecord, RunStarted, anomaly_columns};
 
 const FLUSH_EVERY_NS: u64 = 1_000_000_000;

@@ -9,8 +9,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::SwitchWitness;
-use crate::stats::Rate;
 use crate::judge::{DeliveryTotals, InterruptTotals, StressTotals};
+use crate::stats::Rate;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -37,35 +37,9 @@ bounds leave no explanation, and the verdict is then inconclusive.
 */
 
 use super::InterruptJudge;
+use super::clock::Off;
 use super::drivers::Drivers;
 use super::hypotheses::Hypothesis;
-
-/// Where on the clock the records place the thread's counted time.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Clock {
-    /// The last sample's time and count, with `off` there (none before the
-    /// first, or after a reset: its count is from another frame).
-    last_sample: Option<(u64, u64, Off)>,
-    /// The first record's time, and the gcd of the times since less it.
-    first_ns: Option<u64>,
-    tick_ns: u64,
-    /// The last time-only stop since the last sample, with `off` there,
-    /// when its lower bound applies (no NMI can take an overflow before
-    /// the stop).
-    stop_since_sample: Option<(u64, Off)>,
-    /// A switch-out whose switch-in has not come yet.
-    switched_out_ns: Option<u64>,
-    /// Off the CPU so far, from switch-outs to their switch-ins.
-    off: Off,
-}
-
-/// Time off the CPU since the stream began: its total and how many
-/// intervals (each measured to a tick).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Off {
-    ns: u64,
-    intervals: u64,
-}
 
 impl InterruptJudge {
     /// The most the event can count between two instants (each a time

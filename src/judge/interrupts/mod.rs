@@ -32,14 +32,16 @@ One file per concept: `rules` holds the driver's rules above as pure
 functions on due ranges, and the others add to `InterruptJudge` what
 their records need: `totals` (what the judgement counts and reports),
 `due` (where the next overflow is due), `hypotheses` (the explanations
-followed, merged and combined), `sample` (an interrupt's record), `stops`
+followed and what they claim), `settling` (merging them, resolving a
+pending stop, taking the stock rules where nothing refutes them), `sample` (an interrupt's record), `stops`
 (a context switch, our own reads, the final DISABLE), `unwitnessed`
 (stops no record shows), `count_rate` (a time-only stop's count
-bounded by the event's count rate), `reset` (reset mode's PERIOD), `throttle`,
+bounded by the event's count rate, on the `clock` the records give), `reset` (reset mode's PERIOD), `throttle`,
 `ring_gap` (LOST records) and `count_wrap` (the kernel's 2^32 count
 jumps).
 */
 
+mod clock;
 mod count_rate;
 mod count_wrap;
 mod drivers;
@@ -49,6 +51,7 @@ mod reset;
 mod ring_gap;
 mod rules;
 mod sample;
+mod settling;
 mod stops;
 #[cfg(test)]
 mod tests;
@@ -94,7 +97,7 @@ pub struct InterruptJudge {
     /// Settled events not yet taken by the caller.
     events: Vec<InterruptEvent>,
     /// The records' times, for bounding time-only stops (`count_rate`).
-    clock: count_rate::Clock,
+    clock: clock::Clock,
     /// The drivers whose rules still explain the stream (`drivers`).
     drivers: Drivers,
     /// Samples since the explanations last agreed.
@@ -133,7 +136,7 @@ impl InterruptJudge {
             ring_gap: false,
             wrap_stops: None,
             events: Vec::new(),
-            clock: count_rate::Clock::default(),
+            clock: clock::Clock::default(),
             drivers,
             unsettled_samples: 0,
             grid_uncertain: false,
