@@ -32,7 +32,8 @@ domain -> nothing
 
 Only `engine::kernel` and `engine::signal` (and the fingerprint's one syslog
 call) contain `unsafe` code of their own: they are the modules that talk to
-the kernel. `engine::run`'s watchdog makes the one `unsafe` call outside
+the kernel. The test kit's fake kernel calls the signal handler's recording
+functions as the kernel would, which is `unsafe` too; it is never shipped. `engine::run`'s watchdog makes the one `unsafe` call outside
 them (`Kernel::disable_by_number`, a DISABLE by fd number).
 */
 
