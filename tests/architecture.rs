@@ -188,27 +188,9 @@ fn imports(code: &str) -> BTreeSet<String> {
 
 /// The import graph of the crate's shipped code, by top-level module.
 fn graph() -> Graph {
-    let root = src();
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    let mut test_only = BTreeSet::new();
-    let mut per_file = Vec::new();
-    for path in &files {
-        let (code, tests) = shipped(&code_only(&std::fs::read_to_string(path).unwrap()));
-        // `#[cfg(test)] mod x;` in a/mod.rs or a.rs is the file a/x.rs.
-        let dir = match path.file_name().unwrap().to_str().unwrap() {
-            "mod.rs" | "lib.rs" | "main.rs" => path.parent().unwrap().to_path_buf(),
-            _ => path.with_extension(""),
-        };
-        for t in tests {
-            test_only.insert(dir.join(format!("{t}.rs")));
-            test_only.insert(dir.join(t).join("mod.rs"));
-        }
-        per_file.push((path.clone(), code));
-    }
     let mut g = Graph::new();
-    for (path, code) in per_file {
-        let rel = path.strip_prefix(&root).unwrap();
+    // `Files` holds the shipped files but main.rs (the binary on top).
+    for (rel, code) in Files::read().code {
         let first = rel
             .components()
             .next()
@@ -217,8 +199,8 @@ fn graph() -> Graph {
             .to_str()
             .unwrap();
         let top = first.strip_suffix(".rs").unwrap_or(first);
-        // lib.rs only declares the modules; main.rs is the binary on top.
-        if top == "lib" || top == "main" || test_only.contains(&path) {
+        // lib.rs only declares the modules.
+        if top == "lib" {
             continue;
         }
         let edges = g.entry(top.to_string()).or_default();
