@@ -11,7 +11,7 @@ two passes (`Kernel::pause`). One pause is one tick:
    its final count, before anything else happens;
 2. the script's kernel events due in the tick happen in time order, on the
    controller's thread, with the clock at each one's time: records written
-   into the event's ring in the kernel's own layout (`sample::encode`), and
+   into the event's ring in the kernel's own layout (`ring_encoder::encode`), and
    overflow signals delivered through the handler's own recording steps
    (`signal::record_overflow`) with this kernel's clock, CPU and counter;
 3. the clock reaches the end of the tick and every thread whose sleep is
@@ -54,9 +54,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::kernel::{self, EventAttr, HandlerKernel, Kernel};
-use crate::engine::sample::{self, RingIds};
+use crate::engine::sample::RingIds;
 use crate::engine::signal;
 use crate::records::Observation;
+use crate::testkit::ring_encoder;
 
 /// The fake clock at the start of a run (any value would do; not 0, so a
 /// time never looks unset).
@@ -580,7 +581,7 @@ impl State {
     }
 
     fn write(&mut self, key: usize, record: &Observation) {
-        let bytes = sample::encode(record, &self.ids(key));
+        let bytes = ring_encoder::encode(record, &self.ids(key));
         self.events[key].ring.extend_from_slice(&bytes);
     }
 
@@ -1197,7 +1198,8 @@ mod tests {
         let mut bytes = Vec::new();
         kernel.drain(&mut ring, &mut bytes);
         let mut out = Vec::new();
-        let garbled = sample::parse(&bytes, &ids, &mut RingState::new(1 << 16), &mut out);
+        let garbled =
+            crate::engine::sample::parse(&bytes, &ids, &mut RingState::new(1 << 16), &mut out);
         assert_eq!(garbled, 0);
         let ms = |n: u64| START_NS + n * 1_000_000;
         assert_eq!(
