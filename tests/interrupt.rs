@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::read_json;
+use crate::util::{read_json, send_signal};
 
 fn start(out: &std::path::Path) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_pmustress"))
@@ -39,11 +39,6 @@ fn wait_until_started(out: &std::path::Path) {
     }
 }
 
-fn kill(child: &std::process::Child, sig: i32) {
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-}
-
 #[test]
 fn interrupted_at_many_points_leaves_parseable_results() {
     let _machine = crate::util::shared_machine();
@@ -57,7 +52,7 @@ fn interrupted_at_many_points_leaves_parseable_results() {
             let mut child = start(&out);
             wait_until_started(&out);
             std::thread::sleep(Duration::from_millis(*delay));
-            kill(&child, sig);
+            send_signal(child.id() as i32, sig);
             let status = child.wait().unwrap();
             assert_eq!(
                 status.code(),
@@ -85,8 +80,8 @@ fn a_second_ctrl_c_exits_at_once() {
     let mut child = start(&out);
     wait_until_started(&out);
     std::thread::sleep(Duration::from_millis(300));
-    kill(&child, libc::SIGINT);
-    kill(&child, libc::SIGINT);
+    send_signal(child.id() as i32, libc::SIGINT);
+    send_signal(child.id() as i32, libc::SIGINT);
     let t = Instant::now();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));

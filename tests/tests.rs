@@ -13,16 +13,16 @@ mod contract2;
 mod env;
 mod histogram_logs;
 mod interrupt;
-mod maintainer;
 mod matrix;
 mod memory;
 mod model;
 mod oracle;
-mod output;
+mod output_failures;
 #[cfg(feature = "plot")]
 mod plot;
 #[cfg(not(feature = "plot"))]
 mod plot_missing;
+mod readable_output;
 mod recorded_totals;
 mod refusals;
 mod reliability;

@@ -1,4 +1,4 @@
-//! Output a maintainer reads as it is (issue 24): a console that fits 100
+//! Output a maintainer reads as it is: a console that fits 100
 //! columns with a line only for what can change the verdict; reports of
 //! at most 72 columns that open with the loss rates and the spurious
 //! interrupts, and name the date, the version and the commit; `compare`
