@@ -377,3 +377,95 @@ fn compare_mail_is_the_whole_body_of_an_a_b_report() {
     let out = run(&["compare", "--mail", "--format", "json", STOCK, FIXED]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `compare` puts the two sides' stress side by side: what zero drops on
+/// one side are worth depends on how hard it pressed. Each figure is the
+/// side's run.json read directly: stops and moves per second of run time,
+/// and the share of timed moves that stopped a running worker.
+#[test]
+fn compare_puts_the_stress_of_both_sides_side_by_side() {
+    const STOCK: &str = "tests/fixtures/oracle/smp2-nopnmi-w1-pingpong-free-100k";
+    const FIXED: &str = "tests/fixtures/oracle/fixed-smp2-nopnmi-w1-pingpong-free-100k";
+    let expected = |dir: &str| {
+        let v = crate::util::read_json(std::path::Path::new(dir));
+        let s = &v["totals"]["stress"];
+        let seconds = v["elapsed_ns"].as_u64().unwrap() as f64 / 1e9;
+        let n = |k: &str| s[k].as_u64().unwrap() as f64;
+        let stopped = n("moves_that_stopped") / (n("moves") - n("moves_untimed"));
+        (
+            format!("{seconds:.1}"),
+            format!("{:.0}", n("stops") / seconds),
+            format!("{:.0}", n("moves") / seconds),
+            format!("{:.0}%", stopped * 100.0),
+        )
+    };
+    let text = stdout(&["compare", STOCK, FIXED]);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("stress "))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows.first().map(|r| r.join(" ")).as_deref(),
+        Some("stress seconds stops/s moves/s moves that stopped"),
+        "{text}"
+    );
+    for (row, dir, name) in [(1, STOCK, "A"), (2, FIXED, "B")] {
+        let (secs, stops, moves, stopped) = expected(dir);
+        assert_eq!(rows[row], [name, &secs, &stops, &moves, &stopped], "{text}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&["compare", "--format", "json", STOCK, FIXED])).unwrap();
+    let stops = crate::util::read_json(std::path::Path::new(STOCK))["totals"]["stress"]["stops"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(v["a"]["stress"]["stops"], stops);
+    // Runs recorded before stops were counted have no stress to compare.
+    assert!(!stdout(&["compare", INJECTED, CLEAN]).contains("stress "));
+}
+
+/// A side on a software event tested no PMU: `compare` warns so, and the
+/// mail's driver line says no driver was tested instead of telling the
+/// arm64 driver's story; a hardware run on x86 is not told that story
+/// either.
+#[test]
+fn compare_says_a_software_side_tests_no_pmu_and_no_driver() {
+    let text = stdout(&["compare", INJECTED, CLEAN]);
+    let flat = crate::util::unwrapped(&text);
+    for side in ["A", "B"] {
+        assert!(
+            flat.contains(&format!(
+                "warning: {side} holds 1 run on a software event, which does not test the PMU"
+            )),
+            "{text}"
+        );
+    }
+    let mail = crate::util::unwrapped(&stdout(&["compare", "--mail", INJECTED, CLEAN]));
+    assert_eq!(
+        mail.matches("driver: none tested (a software event, which does not test the PMU)")
+            .count(),
+        2,
+        "{mail}"
+    );
+    assert!(!mail.contains("the stock driver loses"), "{mail}");
+    // The same runs as if counted on x86's cycles event.
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for (from, to) in [(INJECTED, &a), (CLEAN, &b)] {
+        crate::util::copy_run(from, to, |v| {
+            v["config"]["event"]["software"] = false.into();
+        });
+    }
+    let mail = crate::util::unwrapped(&stdout(&[
+        "compare",
+        "--mail",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]));
+    assert!(!mail.contains("driver: none tested"), "{mail}");
+    assert!(
+        mail.contains("driver: no record refuted either the stock or a delivering driver's rules (the loss at a context switch they differ on is the arm64 driver's)"),
+        "{mail}"
+    );
+    assert!(!mail.contains("the stock driver loses"), "{mail}");
+}

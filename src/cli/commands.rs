@@ -341,6 +341,7 @@ fn compare_command(args: &CompareArgs) -> i32 {
                 serde_json::json!({
                     "label": g.label, "runs": g.runs, "overflows": g.overflows,
                     "dropped": g.dropped, "injected": g.injected,
+                    "software_runs": g.software_runs, "stress": g.stress,
                     "rate": crate::stats::Rate::new(g.dropped, g.overflows, crate::domain::CONFIDENCE),
                 })
             };

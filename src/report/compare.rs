@@ -3,7 +3,9 @@
 exact intervals, and whether they differ (an exact test), as text, markdown
 or JSON. A ratio means something only between like and like: the
 comparison warns when the sides ran different settings, when a side holds
-an interrupted or injected run, and when A and B are the same runs.
+an interrupted, injected or software-event run, and when A and B are the
+same runs; and it puts the sides' stress (stops and moves per second)
+side by side, since the stress decides what zero drops are worth.
 */
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +31,11 @@ pub struct Group {
     /// Witnessed stops, where every run counted them.
     pub stops: Option<u64>,
     pub injected: bool,
+    /// Runs on a software event: they prove the pipeline, not the PMU.
+    pub software_runs: usize,
+    /// How hard the runs pressed, where every run counted its stops: the
+    /// stress decides what a side's zero drops are worth.
+    pub stress: Option<GroupStress>,
     /// Runs stopped by a signal: counted, but cut short.
     pub interrupted: usize,
     /// Each setting that decides how hard a run presses (event, period,
@@ -36,6 +43,41 @@ pub struct Group {
     pub settings: BTreeMap<&'static str, BTreeSet<String>>,
     /// The runs' directories, resolved (to find A and B sharing runs).
     pub dirs: Vec<PathBuf>,
+}
+
+/// A group's stress: the kernel-witnessed stops and the migrators' moves,
+/// summed over its runs, per second of their run time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GroupStress {
+    pub stops: u64,
+    pub seconds: f64,
+    pub stops_per_second: f64,
+    pub moves_per_second: f64,
+    /// The share of timed moves that stopped a running worker (None: no
+    /// timed move).
+    pub moves_that_stopped_fraction: Option<f64>,
+}
+
+impl GroupStress {
+    fn of(runs: &[LoadedRun]) -> Option<GroupStress> {
+        let mut total = crate::judge::stress::StressTotals::default();
+        let mut ns = 0u64;
+        for r in runs {
+            total.add(r.run.totals()?.stress.as_ref()?);
+            ns = ns.saturating_add(r.run.elapsed_ns()?);
+        }
+        let seconds = ns as f64 / 1e9;
+        let per_second = |n: u64| n as f64 / seconds.max(1e-9);
+        let timed = total.moves - total.moves_untimed;
+        Some(GroupStress {
+            stops: total.stops,
+            seconds,
+            stops_per_second: per_second(total.stops),
+            moves_per_second: per_second(total.moves),
+            moves_that_stopped_fraction: (timed > 0)
+                .then(|| total.moves_that_stopped as f64 / timed as f64),
+        })
+    }
 }
 
 /// A setting's value as run.json spells it ("ping-pong", "free").
@@ -85,6 +127,11 @@ impl Group {
                 .map(LoadedRun::stops)
                 .try_fold(0u64, |sum, s| sum.checked_add(s?)),
             injected: runs.iter().any(|r| r.run.is_self_test()),
+            software_runs: runs
+                .iter()
+                .filter(|r| r.run.config().event.software)
+                .count(),
+            stress: GroupStress::of(runs),
             interrupted: runs
                 .iter()
                 .filter(|r| r.run.verdict() == crate::results::schema::Verdict::Interrupted)
@@ -145,6 +192,13 @@ pub fn warnings(a: &Group, b: &Group) -> Vec<String> {
         if g.injected {
             w.push(format!(
                 "{name} holds injected self-test runs: their drops were made on purpose"
+            ));
+        }
+        if g.software_runs > 0 {
+            w.push(format!(
+                "{name} holds {} {} on a software event, which does not test the PMU",
+                g.software_runs,
+                if g.software_runs == 1 { "run" } else { "runs" },
             ));
         }
     }
@@ -261,5 +315,46 @@ pub fn compare(a: &Group, b: &Group, format: OutputFormat) -> String {
             );
         }
     }
+    stress_rows(&mut s, a, b, md);
     s
+}
+
+/// The two sides' stress side by side, where both counted it: stops the
+/// kernel witnessed and moves per second of run time, and the share of
+/// moves that stopped a running worker.
+fn stress_rows(s: &mut String, a: &Group, b: &Group, md: bool) {
+    let (Some(sa), Some(sb)) = (a.stress, b.stress) else {
+        return;
+    };
+    if md {
+        let _ = writeln!(
+            s,
+            "\n| stress | seconds | stops/s | moves/s | moves that stopped |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    } else {
+        let _ = writeln!(
+            s,
+            "{:<8} {:>9} {:>12} {:>12} {:>20}",
+            "stress", "seconds", "stops/s", "moves/s", "moves that stopped"
+        );
+    }
+    for (name, g) in [("A", sa), ("B", sb)] {
+        let stopped = g
+            .moves_that_stopped_fraction
+            .map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0));
+        let (secs, stops, moves) = (
+            format!("{:.1}", g.seconds),
+            format!("{:.0}", g.stops_per_second),
+            format!("{:.0}", g.moves_per_second),
+        );
+        if md {
+            let _ = writeln!(s, "| {name} | {secs} | {stops} | {moves} | {stopped} |");
+        } else {
+            let _ = writeln!(
+                s,
+                "{name:<8} {secs:>9} {stops:>12} {moves:>12} {stopped:>20}"
+            );
+        }
+    }
 }
