@@ -469,3 +469,53 @@ fn compare_says_a_software_side_tests_no_pmu_and_no_driver() {
     );
     assert!(!mail.contains("the stock driver loses"), "{mail}");
 }
+
+/// A run refused for want of a PMU (recorded on a VM without one) is the
+/// fleet finding "could not start: no hardware PMU", not a run that did
+/// not finish: a grouped report names it so, with its reason, and a group
+/// of such runs alone could not start rather than being inconclusive.
+#[test]
+fn a_run_refused_for_want_of_a_pmu_could_not_start_in_a_grouped_report() {
+    const REFUSED: &str = "tests/fixtures/refused/no-pmu";
+    let out = run(&["report", "--group-by", "host", REFUSED, CLEAN]);
+    assert_eq!(out.status.code(), Some(125));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("vm "))
+        .unwrap_or_else(|| panic!("no row for host vm:\n{text}"));
+    assert!(row.ends_with(" could not start"), "{text}");
+    assert!(
+        crate::util::unwrapped(&text)
+            .contains("note: vm: 1 could not start: --event branches needs a hardware PMU"),
+        "{text}"
+    );
+    assert!(!text.contains("incomplete"), "{text}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        crate::util::unwrapped(&stderr).contains(&format!(
+            "pmustress: {REFUSED} could not start: --event branches needs a hardware PMU"
+        )),
+        "{stderr}"
+    );
+    for line in stderr.lines() {
+        assert!(line.chars().count() <= 100, "{line:?}");
+    }
+    let json = run(&["report", "--group-by", "host", "--format", "json", REFUSED]);
+    assert_eq!(json.status.code(), Some(125));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let group = &v["groups"][0];
+    assert_eq!(group["verdict"], "could not start");
+    assert_eq!(group["verdicts"]["could not start"], 1);
+    let (why, n) = group["could_not_start"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert!(
+        why.starts_with("--event branches needs a hardware PMU"),
+        "{why}"
+    );
+    assert_eq!(n, 1);
+}

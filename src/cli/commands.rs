@@ -279,10 +279,15 @@ fn report_command(args: &ReportArgs) -> i32 {
 fn unfinished_status(runs: &[LoadedRun]) -> i32 {
     match runs.iter().find(|r| !r.run.finished()) {
         Some(r) => {
-            errln!(
-                "pmustress: {} did not finish (verdict incomplete): it has no verdict",
-                r.dir.display()
-            );
+            let line = match r.run.setup_failure() {
+                Some(why) => format!("pmustress: {} could not start: {why}", r.dir.display()),
+                None => format!(
+                    "pmustress: {} did not finish (verdict incomplete): it has no verdict",
+                    r.dir.display()
+                ),
+            };
+            let options = textwrap::Options::new(100).subsequent_indent("    ");
+            errln!("{}", textwrap::fill(&line, options));
             EXIT_CANNOT_TEST
         }
         None => 0,

@@ -8,7 +8,10 @@ c7g.12xlarge" becomes two rows with numbers.
 Pooling adds overflows and drops of the finished runs. Self-test runs
 (`--inject-drop-every`) are counted as runs but never pooled: their drops
 were made on purpose. A run that did not finish has no counts: it is
-counted, named, and keeps its group from being called clean.
+counted, named, and keeps its group from being called clean. A run that
+could not start (no PMU, no permission: run.json's `setup_failure`) is
+a finding of its own, counted with its reason; a group of such runs
+alone could not start, rather than being inconclusive.
 */
 
 use std::collections::BTreeMap;
@@ -37,12 +40,16 @@ pub struct GroupRow {
     pub verdicts: BTreeMap<&'static str, usize>,
     /// Self-test runs: counted here, left out of the pooled numbers.
     pub self_tests: usize,
+    /// Runs that could not start, by why (run.json's `setup_failure`);
+    /// counted in `verdicts` as "could not start".
+    pub could_not_start: BTreeMap<String, usize>,
     /// Pooled over the finished runs that are not self-tests.
     pub overflows: u64,
     pub dropped: u64,
     pub rate: Rate,
     /// dropped if any pooled run dropped an interrupt; clean if every run
-    /// was clean; otherwise inconclusive.
+    /// was clean; "could not start" if no run could; otherwise
+    /// inconclusive.
     pub verdict: &'static str,
     pub dirs: Vec<String>,
 }
@@ -115,6 +122,9 @@ pub fn key_of(run: &LoadedRun, by: GroupBy) -> String {
     }
 }
 
+/// What a run that could not start is counted as.
+const COULD_NOT_START: &str = "could not start";
+
 /// The runs pooled by `by`, groups in key order; sums past 2^64 are an
 /// error, never a wrapped number.
 pub fn group(runs: &[LoadedRun], by: GroupBy) -> Result<Grouped> {
@@ -136,8 +146,16 @@ fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
     let mut verdicts = BTreeMap::new();
     let (mut overflows, mut dropped, mut self_tests) = (0u64, 0u64, 0);
     let mut all_clean = true;
+    let mut could_not_start = BTreeMap::new();
     for r in members {
-        *verdicts.entry(verdict_name(r.run.verdict())).or_insert(0) += 1;
+        if let Some(why) = r.run.setup_failure() {
+            *could_not_start.entry(why.to_string()).or_insert(0) += 1;
+        }
+        let outcome = match r.run.setup_failure() {
+            Some(_) => COULD_NOT_START,
+            None => verdict_name(r.run.verdict()),
+        };
+        *verdicts.entry(outcome).or_insert(0) += 1;
         if r.run.is_self_test() {
             self_tests += 1;
             continue;
@@ -155,14 +173,20 @@ fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
     }
     // A group of self-tests alone proves nothing of the machines.
     let verdict = crate::verdict::pooled(dropped, all_clean && self_tests < members.len());
+    let started = members.len() - could_not_start.values().sum::<usize>();
+    let verdict = match started {
+        0 => COULD_NOT_START,
+        _ => verdict_name(verdict),
+    };
     Ok(GroupRow {
         runs: members.len(),
         verdicts,
         self_tests,
+        could_not_start,
         overflows,
         dropped,
         rate: Rate::new(dropped, overflows, CONFIDENCE),
-        verdict: verdict_name(verdict),
+        verdict,
         dirs: members
             .iter()
             .map(|r| r.dir.display().to_string())
@@ -251,7 +275,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
         let other: Vec<String> = r
             .verdicts
             .iter()
-            .filter(|(v, _)| !matches!(**v, "clean" | "dropped"))
+            .filter(|(v, _)| !matches!(**v, "clean" | "dropped" | COULD_NOT_START))
             .map(|(v, n)| match *v {
                 "interrupted" => format!("{n} interrupted (pooled as far as it ran)"),
                 "incomplete" => format!("{n} incomplete (not pooled: no counts)"),
@@ -260,6 +284,9 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
             .collect();
         if !other.is_empty() {
             notes.push(format!("{}: {}", r.key, other.join(", ")));
+        }
+        for (why, n) in &r.could_not_start {
+            notes.push(format!("{}: {n} could not start: {why}", r.key));
         }
         if r.self_tests > 0 {
             notes.push(format!(
