@@ -90,7 +90,7 @@ fn spelled<T: Serialize>(v: &T) -> String {
 }
 
 /// The settings of one run that a comparison must hold equal.
-fn settings_of(r: &LoadedRun) -> Vec<(&'static str, String)> {
+pub(crate) fn settings_of(r: &LoadedRun) -> Vec<(&'static str, String)> {
     let c = r.run.config();
     vec![
         ("event", c.event.description.clone()),

@@ -15,7 +15,10 @@ self-test or a software event), then two panels:
 The results do not record when the first signal came, so time 0 is the
 earliest anomaly or migration shown; the axis says so. Several runs (or a
 group directory) give one row each, stacked, not overlaid: their clocks and
-periods need not agree.
+periods need not agree. The rows share the histogram's axis (up to the
+widest multiple any run needs), so they compare at a glance, and each is
+titled by the settings, kernel and pseudo-NMI verdict that set its run
+apart from the others, not by its directory.
 
 The output format follows the file name: `.svg` or `.png`. Text is laid out
 with DejaVu Sans, compiled in (the `dejavu` crate) and registered with
@@ -122,17 +125,72 @@ pub struct RunPlot {
     /// Witnessed stops by their count past the last due point, in
     /// twentieths of the period (None: the run did not count them).
     pub stop_positions: Option<[u64; POSITION_BINS]>,
+    /// Every stop the kernel witnessed, a position known or not: the
+    /// count `report` gives.
+    pub stops: Option<u64>,
+}
+
+/// The histogram's last multiple of the period for `r`: its largest delta,
+/// at least 4x, at most MAX_MULTIPLE.
+fn max_multiple_of(r: &LoadedRun) -> usize {
+    let max_ratio = r.deltas.max() as f64 / r.period().max(1) as f64;
+    (max_ratio.ceil() as usize).clamp(4, MAX_MULTIPLE)
+}
+
+/// What tells several runs apart: each run's values of the settings (and
+/// the kernel and pseudo-NMI verdict) that differ between them, so a row
+/// is titled by what its run changed, not by its directory. Empty for one
+/// run, or runs alike in all of these.
+fn differences(runs: &[LoadedRun]) -> Vec<String> {
+    let described = |r: &LoadedRun| {
+        let mut d = crate::report::compare::settings_of(r);
+        d.push((
+            "kernel",
+            r.fingerprint_str("/kernel/release/value")
+                .unwrap_or("?")
+                .to_string(),
+        ));
+        d.push((
+            "pseudo-NMI",
+            r.run
+                .pseudo_nmi()
+                .map_or("unknown".to_string(), |p| p.verdict.as_str().to_string()),
+        ));
+        d
+    };
+    let all: Vec<Vec<(&'static str, String)>> = runs.iter().map(described).collect();
+    let differs = |i: usize| all.iter().any(|d| d[i].1 != all[0][i].1);
+    let keys: Vec<usize> = match all.first() {
+        Some(first) => (0..first.len()).filter(|&i| differs(i)).collect(),
+        None => Vec::new(),
+    };
+    all.iter()
+        .map(|d| {
+            keys.iter()
+                .map(|&i| format!("{} {}", d[i].0, d[i].1))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect()
 }
 
 impl RunPlot {
+    /// One run's row on its own axes.
     pub fn from_run(r: &LoadedRun) -> RunPlot {
+        RunPlot::in_figure(r, max_multiple_of(r), "")
+    }
+
+    /// One run's row in a figure whose rows share the histogram's axis up
+    /// to `max_multiple`, titled by `differs` (what sets its run apart
+    /// from the others) where that is not empty.
+    fn in_figure(r: &LoadedRun, max_multiple: usize, differs: &str) -> RunPlot {
         let period = r.period();
         let event = &r.run.config().event.spec;
-        let title = format!(
-            "{event}, period {period}: verdict {} ({})",
-            r.verdict(),
-            r.exit_text()
-        );
+        let what = match differs {
+            "" => format!("{event}, period {period}"),
+            d => d.to_string(),
+        };
+        let title = format!("{what}: verdict {} ({})", r.verdict(), r.exit_text());
         let mut flags = Vec::new();
         if r.run.is_self_test() {
             flags.push("SELF-TEST (injected)".to_string());
@@ -151,8 +209,6 @@ impl RunPlot {
             r.overflows()
         );
 
-        let max_ratio = r.deltas.max() as f64 / period.max(1) as f64;
-        let max_multiple = (max_ratio.ceil() as usize).clamp(4, MAX_MULTIPLE);
         let bins = report::delta_period_bins(&r.deltas, period, BINS_PER_PERIOD, max_multiple);
         let skid = r.run.config().skid;
         let skid_ratio = if period > 0 {
@@ -183,8 +239,20 @@ impl RunPlot {
                 .totals()
                 .and_then(|t| t.stress.as_ref())
                 .map(|s| s.stop_positions),
+            stops: r.stops(),
         }
     }
+}
+
+/// Every run's row, on one histogram axis (the widest any run needs), so
+/// rows compare at a glance, each titled by what sets its run apart.
+pub fn rows(runs: &[LoadedRun]) -> Vec<RunPlot> {
+    let max_multiple = runs.iter().map(max_multiple_of).max().unwrap_or(4);
+    let titles = differences(runs);
+    runs.iter()
+        .zip(titles)
+        .map(|(r, d)| RunPlot::in_figure(r, max_multiple, &d))
+        .collect()
 }
 
 /// Anomalies as points and their migrations as instants, both in seconds
@@ -299,7 +367,7 @@ fn drawing<E: std::fmt::Display>(e: E) -> anyhow::Error {
 /// Draws `runs` (one row each) into `out`.
 pub fn render(runs: &[LoadedRun], out: &Output) -> Result<()> {
     register_font()?;
-    let plots: Vec<RunPlot> = runs.iter().map(RunPlot::from_run).collect();
+    let plots = rows(runs);
     let (w, h) = size(plots.len());
     match out.format {
         ImageFormat::Svg => {
@@ -412,12 +480,13 @@ fn draw_stop_positions<DB: DrawingBackend>(
         return no_data(area, "no stop position");
     };
     let total: u64 = bins.iter().sum();
+    let caption = stops_caption(total, p.stops);
     let even = total as f64 / POSITION_BINS as f64;
     let top = bins.iter().copied().max().unwrap_or(0) as f64;
     let y_top = top.max(even) * 1.25 / (1.0 - legend_share(2));
     let width = 1.0 / POSITION_BINS as f64;
     let mut chart = ChartBuilder::on(area)
-        .caption(format!("stops in the period: {total}"), (FONT, 18))
+        .caption(caption, (FONT, 18))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(64)
@@ -460,6 +529,18 @@ fn draw_stop_positions<DB: DrawingBackend>(
         .draw()
         .map_err(drawing)?;
     Ok(())
+}
+
+/// Only stops whose count and last due point are both known have a
+/// position: the caption says how many of the witnessed stops (the number
+/// `report` gives) that is.
+fn stops_caption(positioned: u64, witnessed: Option<u64>) -> String {
+    match witnessed {
+        Some(all) if all != positioned => {
+            format!("stops in the period: {positioned} of {all} witnessed (position known)")
+        }
+        _ => format!("stops in the period: {positioned}"),
+    }
 }
 
 fn no_data<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, what: &str) -> Result<()> {
@@ -730,6 +811,67 @@ mod tests {
         assert!(!p.migrations.is_empty());
         assert!(p.migrations.windows(2).all(|w| w[0] < w[1]));
         assert!((p.skid_ratio - 0.25).abs() < 1e-12);
+    }
+
+    /// Rows of one figure share the histogram's axis (the widest any run
+    /// needs) and are titled by the settings that set their runs apart.
+    #[test]
+    fn rows_share_one_axis_and_are_titled_by_what_differs() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let load = |d: &str| LoadedRun::load(&root.join(d)).unwrap();
+        let mut runs = [
+            load("tests/fixtures/oracle/smp2-nopnmi-w1-pingpong-free-100k"),
+            load("tests/fixtures/oracle/smp2-pnmi-w2-pingpong-free-100k-times-rate"),
+        ];
+        // The second run saw one delta of 8.5 periods (its own axis: 9x),
+        // the first none past 4x.
+        runs[1].deltas.record(runs[1].period() * 17 / 2).unwrap();
+        let alone: Vec<usize> = runs
+            .iter()
+            .map(|r| RunPlot::from_run(r).max_multiple)
+            .collect();
+        assert_eq!(alone, [4, 9]);
+        let plots = rows(&runs);
+        for p in &plots {
+            assert_eq!(p.max_multiple, *alone.iter().max().unwrap());
+            assert_eq!(
+                p.bins.len(),
+                RunPlot::from_run(&runs[0])
+                    .bins
+                    .len()
+                    .max(RunPlot::from_run(&runs[1]).bins.len())
+            );
+        }
+        assert!(
+            plots[0].title.starts_with(
+                "workers 1, switch witness auto, pseudo-NMI disabled: verdict dropped"
+            ),
+            "{}",
+            plots[0].title
+        );
+        assert!(
+            plots[1]
+                .title
+                .starts_with("workers 2, switch witness times, pseudo-NMI enabled: verdict"),
+            "{}",
+            plots[1].title
+        );
+        // One run alone keeps its event and period as its title.
+        assert!(
+            rows(&runs[..1])[0]
+                .title
+                .starts_with("cycles, period 100000: verdict")
+        );
+    }
+
+    #[test]
+    fn the_stops_caption_says_how_many_of_the_witnessed_had_a_position() {
+        assert_eq!(
+            stops_caption(27_450, Some(27_453)),
+            "stops in the period: 27450 of 27453 witnessed (position known)"
+        );
+        assert_eq!(stops_caption(10, Some(10)), "stops in the period: 10");
+        assert_eq!(stops_caption(10, None), "stops in the period: 10");
     }
 
     #[test]
