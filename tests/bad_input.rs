@@ -82,6 +82,9 @@ const BAD: &[(&[&str], &str)] = &[
     (&["--migrate-interval", "-1ms"], "--migrate-interval"),
     (&["--watchdog", "0s"], "--watchdog"),
     (&["--watchdog", "-1s"], "--watchdog"),
+    // Below the watchdog's floor: it would stop healthy workers.
+    (&["--watchdog", "1ns"], "--watchdog"),
+    (&["--watchdog", "49ms"], "--watchdog"),
     // Beyond a year, or beyond 64-bit nanoseconds (which used to wrap:
     // 18446744074s ran 0.29 s), and periods the kernel would reject.
     (&["--duration", "18446744074s"], "--duration"),
