@@ -355,8 +355,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true, value_parser = parse_watchdog)]
     pub watchdog: Duration,
 
-    /// Results directory (created if missing; an existing one must be
-    /// empty unless --replace).
+    /// Results directory of this run's own (created if missing; not /, .
+    /// or .., nor the --baseline directory; one that holds a run's files is
+    /// refused unless --replace, which removes them).
     /// [default: results/<UTC time>-<host>-<event>, made unique]
     #[arg(long, value_name = "DIR", value_parser = parse_out)]
     pub out: Option<PathBuf>,
