@@ -959,10 +959,16 @@ fn a_setup_failure_is_recorded_in_run_json() {
         assert_eq!(out.status.code(), Some(125), "limit {limit}");
         assert_eq!(r["exit_status"], 125, "{r:#}");
         let cause = r["setup_failure"].as_str().unwrap_or_default();
-        assert!(cause.contains("Too many open files"), "{r:#}");
+        assert!(
+            cause.contains("Too many open files") || cause.contains("RLIMIT_NOFILE"),
+            "{r:#}"
+        );
         assert!(!out_dir.join(".reserve-for-run.json").exists());
-        if cause.contains("perf_event_open") {
-            // The worker's event, after the directory: the case sought.
+        // The worker's event after the directory, or (since the workers'
+        // need is checked before they start) the check that foresaw it:
+        // the case sought. The engine's tests script a failing
+        // perf_event_open for the first.
+        if cause.contains("perf_event_open") || cause.contains("RLIMIT_NOFILE") {
             return;
         }
     }

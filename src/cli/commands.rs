@@ -615,6 +615,12 @@ fn validate(
     {
         return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
     }
+    let fds = crate::engine::sigqueue::fds_needed(cfg.workers);
+    if let Some(why) = crate::engine::kernel::process::raise_fd_limit(fds)
+        .and_then(|(soft, _)| crate::engine::sigqueue::fd_refusal(soft, cfg.workers))
+    {
+        return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
+    }
     match crate::engine::sigqueue::check_live(cfg.workers) {
         crate::engine::sigqueue::Check::Refuse(msg) => {
             Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &msg))
