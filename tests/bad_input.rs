@@ -269,3 +269,32 @@ fn perf_event_spellings_are_accepted() {
         assert_eq!(r["exit_status"], 125, "{spelling}");
     }
 }
+
+/// `replay` takes a bare stream's skid by the rule `run` keeps: below the
+/// period (a skid above it was accepted and judged).
+#[test]
+fn replay_refuses_a_skid_that_run_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("raw.csv");
+    std::fs::write(
+        &stream,
+        "worker,kind,time_ns,cpu,value,si_code\n0,sample,1,0,1000,\n0,signal,2,0,1001,1\n",
+    )
+    .unwrap();
+    let s = stream.to_str().unwrap();
+    for (flag, skid) in [("--skid", "1000"), ("--interrupt-skid", "5000")] {
+        let o = run(&["replay", s, "--period", "1000", flag, skid]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{flag}: skid {skid} ({flag}) must be below the period 1000"
+            )),
+            "{stderr}"
+        );
+    }
+    // Below the period it judges the stream.
+    let o = run(&["replay", s, "--period", "1000", "--skid", "999"]);
+    assert_ne!(o.status.code(), Some(2));
+}

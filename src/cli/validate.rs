@@ -426,11 +426,18 @@ fn same_directory(a: &Path, b: &Path) -> bool {
 
 /// --skid as given: below the period.
 fn check_skid(args: &RunArgs, period: u64) -> Result<(), ConfigError> {
-    if let Some(skid) = args.skid.filter(|&s| s >= period) {
+    args.skid
+        .map_or(Ok(()), |skid| skid_below_period("--skid", skid, period))
+}
+
+/// A skid given as `flag` must be below the period: an interrupt a whole
+/// period late is the next overflow's. `run` and `replay` share this rule.
+pub fn skid_below_period(flag: &'static str, skid: u64, period: u64) -> Result<(), ConfigError> {
+    if skid >= period {
         return Err(usage(
-            "--skid",
+            flag,
             format!(
-                "skid {skid} (--skid) must be below the period {period}; give a smaller --skid or a larger --period"
+                "skid {skid} ({flag}) must be below the period {period}; give a smaller {flag} or a larger --period"
             ),
         ));
     }
