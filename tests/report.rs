@@ -426,3 +426,24 @@ fn group_by_counts_each_run_once() {
         "{text}"
     );
 }
+
+/// A newline in a directory's name or in a recorded hostname is escaped:
+/// raw, it began a line that read as another row or another run.
+#[test]
+fn newlines_in_paths_and_hostnames_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("two\nlines");
+    crate::util::copy_run("tests/fixtures/results/task-clock-clean", &run_dir, |run| {
+        run["fingerprint"]["kernel"]["hostname"] = serde_json::json!({"value": "evil\nhost"});
+    });
+    let d = run_dir.to_str().unwrap();
+    let text = stdout(&["report", d]);
+    assert!(text.contains("two\\nlines (verdict: clean"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("lines")), "{text}");
+    // The heading and one row; markdown's separator row too.
+    for (format, lines) in [("text", 2), ("markdown", 3)] {
+        let grouped = stdout(&["report", "--group-by", "host", "--format", format, d]);
+        assert!(grouped.contains("evil\\nhost"), "{grouped}");
+        assert_eq!(grouped.trim_end().lines().count(), lines, "{grouped}");
+    }
+}

@@ -253,7 +253,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} |",
-                r.key.replace('|', "\\|"),
+                crate::report::runs::printable(&r.key).replace('|', "\\|"),
                 r.runs,
                 r.overflows,
                 r.dropped,
@@ -265,7 +265,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
         let width = g
             .groups
             .iter()
-            .map(|r| r.key.chars().count())
+            .map(|r| crate::report::runs::printable(&r.key).chars().count())
             .chain([by.len()])
             .max()
             .unwrap_or(0);
@@ -281,7 +281,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
             .iter()
             .map(|r| {
                 (
-                    r.key.clone(),
+                    crate::report::runs::printable(&r.key).into_owned(),
                     numbers(&r.runs, &r.overflows, &r.dropped, &rate(r), &r.verdict),
                 )
             })
