@@ -651,9 +651,6 @@ mod tests {
         ));
     }
 
-    /// Usage errors come before what this machine can do: a bad
-    /// --baseline on a machine without a PMU is 2, not 125 (the default
-    /// event, branches, needs a PMU).
     /// `/`, `.` and `..` hold other things than one run's results: each
     /// was accepted and written into (as root, `/run.json`).
     #[test]
@@ -669,6 +666,9 @@ mod tests {
         assert!(check(&["--event", "task-clock", "--out", "results/x/."]).is_ok());
     }
 
+    /// Usage errors come before what this machine can do: a bad
+    /// --baseline on a machine without a PMU is 2, not 125 (the default
+    /// event, branches, needs a PMU).
     #[test]
     fn usage_errors_come_before_the_event_is_looked_up() {
         assert_eq!(usage_flag(&["--baseline", "/nonexistent"]), "--baseline");
