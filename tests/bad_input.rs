@@ -82,6 +82,9 @@ const BAD: &[(&[&str], &str)] = &[
     (&["--migrate-interval", "-1ms"], "--migrate-interval"),
     (&["--watchdog", "0s"], "--watchdog"),
     (&["--watchdog", "-1s"], "--watchdog"),
+    // Below the watchdog's floor: it would stop healthy workers.
+    (&["--watchdog", "1ns"], "--watchdog"),
+    (&["--watchdog", "49ms"], "--watchdog"),
     // Beyond a year, or beyond 64-bit nanoseconds (which used to wrap:
     // 18446744074s ran 0.29 s), and periods the kernel would reject.
     (&["--duration", "18446744074s"], "--duration"),
@@ -265,4 +268,33 @@ fn perf_event_spellings_are_accepted() {
         let r = crate::util::read_json(&out_dir);
         assert_eq!(r["exit_status"], 125, "{spelling}");
     }
+}
+
+/// `replay` takes a bare stream's skid by the rule `run` keeps: below the
+/// period (a skid above it was accepted and judged).
+#[test]
+fn replay_refuses_a_skid_that_run_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("raw.csv");
+    std::fs::write(
+        &stream,
+        "worker,kind,time_ns,cpu,value,si_code\n0,sample,1,0,1000,\n0,signal,2,0,1001,1\n",
+    )
+    .unwrap();
+    let s = stream.to_str().unwrap();
+    for (flag, skid) in [("--skid", "1000"), ("--interrupt-skid", "5000")] {
+        let o = run(&["replay", s, "--period", "1000", flag, skid]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{flag}: skid {skid} ({flag}) must be below the period 1000"
+            )),
+            "{stderr}"
+        );
+    }
+    // Below the period it judges the stream.
+    let o = run(&["replay", s, "--period", "1000", "--skid", "999"]);
+    assert_ne!(o.status.code(), Some(2));
 }

@@ -101,3 +101,38 @@ fn a_clean_baseline_cannot_define_a_bad_rate() {
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--baseline"), "{stderr}");
 }
+
+/// `--replace` removes the result files of `--out`: with the baseline's
+/// own directory there, the run deleted the evidence it was about to read.
+#[test]
+fn the_baseline_is_never_the_results_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("bad");
+    crate::util::copy_run(BAD_RUN, &baseline, |_| {});
+    let before = std::fs::read(baseline.join("run.json")).unwrap();
+    let b = baseline.to_str().unwrap();
+    // The same directory by another spelling too.
+    let other = format!("{}/../bad", b);
+    for out in [b, other.as_str()] {
+        let o = run(&[
+            "run",
+            "--event",
+            "task-clock",
+            "--duration",
+            "1s",
+            "--baseline",
+            b,
+            "--out",
+            out,
+            "--replace",
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("--out") && stderr.contains("--baseline"),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read(baseline.join("run.json")).unwrap(), before);
+    }
+}

@@ -4,51 +4,15 @@
 
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{is_root, read_json, run, shared_machine};
+use crate::util::{
+    is_root, pmustress_child, read_json, run, send_signal, shared_machine, wait_at_most,
+    wait_until_started,
+};
 
 const INJECTED: &str = "tests/fixtures/results/task-clock-injected";
-
-fn pmustress_cmd() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pmustress"))
-}
-
-/// Waits for `child` at most `limit`; kills it and returns None past that,
-/// so a run that does not stop fails the test instead of hanging it.
-fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let t = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Waits until the run has set up its signal handlers and results
-/// directory (the preliminary run.json appears after both).
-fn wait_until_started(out: &Path) {
-    let t = Instant::now();
-    while !out.join("run.json").exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "pmustress never started"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn kill(child: &Child, sig: i32) {
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-}
 
 fn stderr_line(out: &std::process::Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -62,23 +26,17 @@ fn stderr_line(out: &std::process::Output) -> String {
 
 /// A long software run into `out`, stdout and stderr discarded.
 fn start_long(out: &Path, extra: &[&str]) -> Child {
-    let mut cmd = pmustress_cmd();
+    let mut cmd = pmustress_child();
     cmd.args(["run", "--event", "task-clock", "--duration", "10m"])
         .args(extra)
         .arg("--out")
         .arg(out)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // A SIGHUP ignored when pmustress starts stays ignored (nohup; see
-    // `an_ignored_sighup_stays_ignored`), and a test run under nohup passes
-    // that on: start from the default, whatever the test runner inherited.
-    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGHUP, libc::SIG_DFL);
-            Ok(())
-        });
-    }
+    // pmustress_child starts from the default SIGHUP: one ignored when
+    // pmustress starts stays ignored (nohup; see
+    // `an_ignored_sighup_stays_ignored`), and a test run under nohup
+    // passes that on.
     cmd.spawn().expect("pmustress starts")
 }
 
@@ -91,7 +49,7 @@ fn a_long_migrate_interval_ends_with_the_duration() {
     let _machine = shared_machine();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
-    let mut child = pmustress_cmd()
+    let mut child = pmustress_child()
         .args([
             "run",
             "--event",
@@ -125,10 +83,10 @@ fn sigint_stops_a_run_in_a_long_migrate_interval_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let mut child = start_long(&out, &["--migrate-interval", "1h"]);
-    wait_until_started(&out);
+    wait_until_started(&out, &mut child);
     std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
-    kill(&child, libc::SIGINT);
+    send_signal(child.id() as i32, libc::SIGINT);
     let status =
         wait_at_most(&mut child, Duration::from_secs(60)).expect("one SIGINT did not stop the run");
     // Not asserted (no timed assertions): measured 6-32 ms here. The
@@ -148,10 +106,10 @@ fn hangup_quit_and_broken_pipe_keep_the_verdict() {
     for sig in [libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE] {
         let out = dir.path().join(format!("r{sig}"));
         let mut child = start_long(&out, &[]);
-        wait_until_started(&out);
+        wait_until_started(&out, &mut child);
         std::thread::sleep(Duration::from_millis(300));
         let t = Instant::now();
-        kill(&child, sig);
+        send_signal(child.id() as i32, sig);
         let status =
             wait_at_most(&mut child, Duration::from_secs(60)).expect("the run did not stop");
         eprintln!("stop latency after signal {sig}: {:?}", t.elapsed());
@@ -175,7 +133,7 @@ fn an_ignored_sighup_stays_ignored() {
     let _machine = shared_machine();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
-    let mut cmd = pmustress_cmd();
+    let mut cmd = pmustress_child();
     cmd.args(["run", "--event", "task-clock", "--duration", "10m", "--out"])
         .arg(&out)
         .stdout(Stdio::null());
@@ -187,11 +145,11 @@ fn an_ignored_sighup_stays_ignored() {
         });
     }
     let mut child = cmd.spawn().unwrap();
-    wait_until_started(&out);
-    kill(&child, libc::SIGHUP);
+    wait_until_started(&out, &mut child);
+    send_signal(child.id() as i32, libc::SIGHUP);
     std::thread::sleep(Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "SIGHUP stopped it");
-    kill(&child, libc::SIGINT);
+    send_signal(child.id() as i32, libc::SIGINT);
     let status = wait_at_most(&mut child, Duration::from_secs(60)).expect("did not stop");
     assert_eq!(status.code(), Some(130));
     let r = read_json(&out);
@@ -212,7 +170,7 @@ fn a_run_too_short_to_say_anything_is_125_with_the_number_needed() {
         ("reset", &["--mode", "reset", "--interrupts", "20"][..]),
     ] {
         let out_dir = dir.path().join(name);
-        let out = pmustress_cmd()
+        let out = pmustress_child()
             .args(["run", "--event", "task-clock", "--workers", "1"])
             .args(["--migrate", "none"])
             .args(extra)
@@ -259,7 +217,7 @@ fn default_directories_of_runs_in_one_second_differ() {
     let _machine = shared_machine();
     let cwd = tempfile::tempdir().unwrap();
     for _ in 0..3 {
-        let out = pmustress_cmd()
+        let out = pmustress_child()
             .current_dir(cwd.path())
             .args(["run", "--event", "task-clock", "--duration", "200ms"])
             .output()
@@ -284,7 +242,7 @@ fn two_runs_started_together_get_their_own_directories() {
     let _machine = shared_machine();
     let cwd = tempfile::tempdir().unwrap();
     let spawn = || {
-        pmustress_cmd()
+        pmustress_child()
             .current_dir(cwd.path())
             .args(["run", "--event", "task-clock", "--duration", "300ms"])
             .stdout(Stdio::piped())
@@ -314,7 +272,7 @@ fn two_runs_started_together_get_their_own_directories() {
 }
 
 fn quick_run_into(out: &Path, extra: &[&str]) -> std::process::Output {
-    pmustress_cmd()
+    pmustress_child()
         .args(["run", "--event", "task-clock", "--duration", "300ms"])
         .args(extra)
         .arg("--out")
@@ -364,7 +322,7 @@ fn two_runs_into_one_out_do_not_mix() {
     let out = dir.path().join("r");
     for replace in [false, true] {
         let spawn = || {
-            let mut cmd = pmustress_cmd();
+            let mut cmd = pmustress_child();
             cmd.args(["run", "--event", "task-clock", "--duration", "1s", "--out"])
                 .arg(&out);
             if replace {
@@ -561,7 +519,7 @@ fn compare_answers_huge_counts_and_never_wraps_a_sum() {
     ] {
         run_with_counts(&a, na, xa);
         run_with_counts(&b, nb, xb);
-        let mut child = pmustress_cmd()
+        let mut child = pmustress_child()
             .args(["compare"])
             .args([&a, &b])
             .stdout(Stdio::piped())
@@ -705,7 +663,7 @@ fn huge_and_fifo_run_json_are_refused_at_once() {
         vec!["replay", fifo.to_str().unwrap()],
         vec!["env", "--root", root.to_str().unwrap()],
     ] {
-        let mut child = pmustress_cmd()
+        let mut child = pmustress_child()
             .args(&argv)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -745,7 +703,7 @@ fn output_to_a_full_device_is_an_error_never_lost() {
         &["--help"],
         &["--version"],
     ] {
-        let out = pmustress_cmd()
+        let out = pmustress_child()
             .args(argv)
             .stdout(full.try_clone().unwrap())
             .output()
@@ -758,7 +716,7 @@ fn output_to_a_full_device_is_an_error_never_lost() {
         );
     }
     // A reader that goes away early took what it wanted: not an error.
-    let mut child = pmustress_cmd()
+    let mut child = pmustress_child()
         .args(["man"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -780,21 +738,21 @@ fn run_json_says_what_the_run_exits_with_when_a_file_cannot_be_saved() {
     let dir = tempfile::tempdir().unwrap();
     for attempt in 0..5 {
         let out = dir.path().join(format!("r{attempt}"));
-        let mut child = pmustress_cmd()
+        let mut child = pmustress_child()
             .args(["run", "--event", "task-clock", "--duration", "2s", "--out"])
             .arg(&out)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        wait_until_started(&out);
+        wait_until_started(&out, &mut child);
         // Stopped, the run cannot end while the directory is made.
-        kill(&child, libc::SIGSTOP);
+        send_signal(child.id() as i32, libc::SIGSTOP);
         let finished = read_json(&out)["verdict"] != "incomplete";
         if !finished {
             std::fs::create_dir_all(out.join("deltas.hgrm/in-the-way")).unwrap();
         }
-        kill(&child, libc::SIGCONT);
+        send_signal(child.id() as i32, libc::SIGCONT);
         let status = wait_at_most(&mut child, Duration::from_secs(60)).expect("did not end");
         if finished {
             continue; // it ended before it was stopped: try again
@@ -890,7 +848,7 @@ fn a_read_only_out_is_a_usage_error_that_says_so() {
 #[test]
 fn out_of_file_descriptors_cannot_test() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = pmustress_cmd();
+    let mut cmd = pmustress_child();
     cmd.args(["run", "--event", "task-clock", "--duration", "1s", "--out"])
         .arg(dir.path().join("r"));
     // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
@@ -921,7 +879,7 @@ fn a_setup_failure_is_recorded_in_run_json() {
     // does not depends on how many files a run holds: try them in turn.
     for limit in 4..16u64 {
         let out_dir = dir.path().join(format!("r{limit}"));
-        let mut cmd = pmustress_cmd();
+        let mut cmd = pmustress_child();
         cmd.args([
             "run",
             "--event",
@@ -959,10 +917,16 @@ fn a_setup_failure_is_recorded_in_run_json() {
         assert_eq!(out.status.code(), Some(125), "limit {limit}");
         assert_eq!(r["exit_status"], 125, "{r:#}");
         let cause = r["setup_failure"].as_str().unwrap_or_default();
-        assert!(cause.contains("Too many open files"), "{r:#}");
+        assert!(
+            cause.contains("Too many open files") || cause.contains("RLIMIT_NOFILE"),
+            "{r:#}"
+        );
         assert!(!out_dir.join(".reserve-for-run.json").exists());
-        if cause.contains("perf_event_open") {
-            // The worker's event, after the directory: the case sought.
+        // The worker's event after the directory, or (since the workers'
+        // need is checked before they start) the check that foresaw it:
+        // the case sought. The engine's tests script a failing
+        // perf_event_open for the first.
+        if cause.contains("perf_event_open") || cause.contains("RLIMIT_NOFILE") {
             return;
         }
     }

@@ -67,6 +67,12 @@ fn replay_names_edited_top_level_totals() {
         });
         assert_eq!(code, Some(125), "{pointer}: {stdout}");
         assert!(!stdout.contains("the same totals"), "{pointer}: {stdout}");
+        // The verdict said is the one exited with (it said the stream's
+        // own, "dropped (exit 1)", and exited 125).
+        assert!(
+            stdout.contains("verdict: inconclusive (exit 125)"),
+            "{pointer}: {stdout}"
+        );
         assert!(
             stdout.contains(&format!("replay differs: {field}: run.json ")),
             "{pointer}: {stdout}"

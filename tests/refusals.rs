@@ -149,6 +149,64 @@ fn run_with_sigpending(out: &Path, limit: u64) -> Output {
     cmd.output().unwrap()
 }
 
+/// Too few file descriptors for the workers (`ulimit -n`) is refused
+/// before any worker starts, run.json saying why and what fits: the run
+/// used to start them all and fail at the limit's descriptor (1,024
+/// workers: 3.4 GB taken, then EMFILE at fd 4096).
+#[test]
+fn too_few_file_descriptors_for_the_workers_are_refused_up_front() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let o = run_with_nofile(&out, "64", 128, 128);
+    let line = one_line(&o);
+    assert_eq!(o.status.code(), Some(125), "{line}");
+    assert!(line.contains("64 workers need 288"), "{line}");
+    assert!(line.contains("--workers 24"), "{line}");
+    let run = read_json(&out);
+    assert_eq!(exit_status_in(&out), Some(125));
+    let why = run["setup_failure"].as_str().unwrap_or_default();
+    assert!(why.contains("RLIMIT_NOFILE"), "{run:#}");
+}
+
+/// A soft descriptor limit below the need, with a hard one above it, is
+/// raised: that is what the hard limit allows.
+#[test]
+fn a_soft_file_descriptor_limit_is_raised_to_what_the_workers_need() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    // 4 workers hold more than 16 descriptors: without raising, the
+    // fourth worker's event failed.
+    run_with_nofile(&out, "4", 16, 4096);
+    let run = read_json(&out);
+    assert!(run["setup_failure"].is_null(), "{run:#}");
+    assert_ne!(run["verdict"], "incomplete", "{run:#}");
+}
+
+/// `pmustress run` for a second into `out` with `workers`, RLIMIT_NOFILE
+/// at `soft` and `hard`.
+fn run_with_nofile(out: &Path, workers: &str, soft: u64, hard: u64) -> Output {
+    let mut cmd = pmustress_child();
+    cmd.args(["run", "--event", "task-clock", "--period", "1000000"])
+        .args(["--duration", "1s", "--workers", workers, "--out"])
+        .arg(out);
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
 /// On a file system out of inodes (a tmpfs with 3 to 5), wherever the
 /// run's files stop fitting: 125, and run.json says so with the same
 /// status (with 3 the process exited 125 while run.json stayed

@@ -519,3 +519,73 @@ fn a_run_refused_for_want_of_a_pmu_could_not_start_in_a_grouped_report() {
     );
     assert_eq!(n, 1);
 }
+
+/// One run given three times, by another path, hard-linked or copied is
+/// pooled once (its counts were added three times), and each repeat named;
+/// another run of the same host is still a second run.
+#[test]
+fn group_by_counts_each_run_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = |mono: u64| {
+        move |run: &mut serde_json::Value| {
+            run["started_unix_s"] = 1_700_000_000u64.into();
+            run["started_monotonic_ns"] = mono.into();
+        }
+    };
+    let a = dir.path().join("a");
+    crate::util::copy_run("tests/fixtures/results/task-clock-clean", &a, started(5));
+    let linked = dir.path().join("linked");
+    std::fs::create_dir(&linked).unwrap();
+    for entry in std::fs::read_dir(&a).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::hard_link(entry.path(), linked.join(entry.file_name())).unwrap();
+    }
+    let copied = dir.path().join("copied");
+    crate::util::copy_run(a.to_str().unwrap(), &copied, |_| {});
+    let other = dir.path().join("other");
+    crate::util::copy_run(a.to_str().unwrap(), &other, started(6));
+    let a = a.to_str().unwrap();
+    let by_path = format!("{a}/../a");
+    let groups = |dirs: &[&str]| -> serde_json::Value {
+        let argv = [&["report", "--group-by", "host", "--format", "json"], dirs].concat();
+        serde_json::from_str(&stdout(&argv)).unwrap()
+    };
+    let once = groups(&[a]);
+    let repeated = groups(&[
+        a,
+        a,
+        &by_path,
+        linked.to_str().unwrap(),
+        copied.to_str().unwrap(),
+    ]);
+    assert_eq!(repeated["groups"], once["groups"], "{repeated:#}");
+    assert_eq!(repeated["duplicates"].as_array().unwrap().len(), 4);
+    let two = groups(&[a, other.to_str().unwrap()]);
+    assert_eq!(two["groups"][0]["runs"], 2, "{two:#}");
+    let text = crate::util::unwrapped(&stdout(&["report", "--group-by", "host", a, a]));
+    assert!(
+        text.contains(&format!("note: {a} is the same run as {a}: counted once")),
+        "{text}"
+    );
+}
+
+/// A newline in a directory's name or in a recorded hostname is escaped:
+/// raw, it began a line that read as another row or another run.
+#[test]
+fn newlines_in_paths_and_hostnames_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("two\nlines");
+    crate::util::copy_run("tests/fixtures/results/task-clock-clean", &run_dir, |run| {
+        run["fingerprint"]["kernel"]["hostname"] = serde_json::json!({"value": "evil\nhost"});
+    });
+    let d = run_dir.to_str().unwrap();
+    let text = stdout(&["report", d]);
+    assert!(text.contains("two\\nlines (verdict: clean"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("lines")), "{text}");
+    // The heading and one row; markdown's separator row too.
+    for (format, lines) in [("text", 2), ("markdown", 3)] {
+        let grouped = stdout(&["report", "--group-by", "host", "--format", format, d]);
+        assert!(grouped.contains("evil\\nhost"), "{grouped}");
+        assert_eq!(grouped.trim_end().lines().count(), lines, "{grouped}");
+    }
+}

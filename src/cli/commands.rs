@@ -103,6 +103,15 @@ fn replay_command(args: &ReplayArgs) -> i32 {
                 return EXIT_CANNOT_TEST;
             }
         };
+        // A stream that does not give run.json's totals cannot vouch for
+        // the run: 125, and the verdict said is the one exited with (it
+        // printed "verdict: clean (exit 0)" and exited 125). What the
+        // stream alone shows is said beside it.
+        let (verdict, status) = if r.differences.is_empty() {
+            (r.verdict.as_str(), r.exit_status)
+        } else {
+            ("inconclusive", EXIT_CANNOT_TEST)
+        };
         let mut out = String::new();
         if args.format == OutputFormat::Json {
             let json = serde_json::json!({
@@ -110,8 +119,9 @@ fn replay_command(args: &ReplayArgs) -> i32 {
                 "truncated": r.truncated,
                 "differences": r.differences,
                 "run_verdict": r.run_verdict,
-                "verdict": r.verdict,
-                "exit_status": r.exit_status,
+                "stream_verdict": r.verdict,
+                "verdict": verdict,
+                "exit_status": status,
             });
             put!(
                 out,
@@ -137,13 +147,17 @@ fn replay_command(args: &ReplayArgs) -> i32 {
                     "replay differs: {field}: run.json {run}, replay {replayed}"
                 );
             }
-            put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
+            if r.differences.is_empty() {
+                put!(out, "verdict: {verdict} (exit {status})");
+            } else {
+                put!(
+                    out,
+                    "verdict: {verdict} (exit {status}): the stream does not give run.json's totals (the stream alone: {}, exit {})",
+                    r.verdict,
+                    r.exit_status
+                );
+            }
         }
-        let status = if r.differences.is_empty() {
-            r.exit_status
-        } else {
-            EXIT_CANNOT_TEST
-        };
         return emit(&out, status);
     }
     let Some(period) = args.period else {
@@ -153,6 +167,10 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         );
         return EXIT_USAGE;
     };
+    if let Err(e) = replay_skids(args, period) {
+        errln!("error: {e}");
+        return EXIT_USAGE;
+    }
     let cfg = JudgeConfig {
         software: args.software,
         include_kernel: args.include_kernel,
@@ -189,6 +207,21 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
     }
     emit(&out, r.exit_status)
+}
+
+/// A bare stream's skids by the run's rule: it refuses a skid of a
+/// period or more, so a replay accepting one judged a stream no run could
+/// have made.
+fn replay_skids(args: &ReplayArgs, period: u64) -> Result<(), ConfigError> {
+    for (flag, skid) in [
+        ("--skid", args.skid),
+        ("--interrupt-skid", args.interrupt_skid),
+    ] {
+        if let Some(s) = skid {
+            crate::cli::validate::skid_below_period(flag, s, period)?;
+        }
+    }
+    Ok(())
 }
 
 fn env_command(args: &EnvArgs) -> i32 {
@@ -618,6 +651,12 @@ fn validate(
     if let Some(why) = std::fs::read_to_string("/proc/self/timens_offsets")
         .ok()
         .and_then(|text| monotonic_offset_refusal(&text))
+    {
+        return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
+    }
+    let fds = crate::engine::sigqueue::fds_needed(cfg.workers);
+    if let Some(why) = crate::engine::kernel::process::raise_fd_limit(fds)
+        .and_then(|(soft, _)| crate::engine::sigqueue::fd_refusal(soft, cfg.workers))
     {
         return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
     }

@@ -350,12 +350,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_inject)]
     pub inject_drop_every: Option<u64>,
 
-    /// Give up on a worker whose thread or counter makes no progress this long.
-    #[arg(long, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true, value_parser = parse_duration)]
+    /// Give up on a worker whose thread or counter makes no progress this
+    /// long (at least 50ms).
+    #[arg(long, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true, value_parser = parse_watchdog)]
     pub watchdog: Duration,
 
-    /// Results directory (created if missing; an existing one must be
-    /// empty unless --replace).
+    /// Results directory of this run's own (created if missing; not /, .
+    /// or .., nor the --baseline directory; one that holds a run's files is
+    /// refused unless --replace, which removes them).
     /// [default: results/<UTC time>-<host>-<event>, made unique]
     #[arg(long, value_name = "DIR", value_parser = parse_out)]
     pub out: Option<PathBuf>,
@@ -515,6 +517,25 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
             "expected 0 or a duration like 500us, 1ms, 2s ({e}), got {s:?}"
         )),
     }
+}
+
+/// The shortest `--watchdog`. It stops a worker that runs no user code
+/// (livelocked in signal delivery) or whose event never overflows, and the
+/// controller looks once a pass (5 ms): a shorter one would stop healthy
+/// workers that merely waited a scheduler slice (sched_latency is up to
+/// 24 ms) or the first overflow, and `--watchdog 1ns` stopped every
+/// worker on the controller's first pass. Ten passes, and twice that
+/// latency.
+pub const MIN_WATCHDOG: Duration = Duration::from_millis(50);
+
+fn parse_watchdog(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < MIN_WATCHDOG {
+        return Err(format!(
+            "expected a duration of at least 50ms (e.g. 5s), got {s:?}"
+        ));
+    }
+    Ok(d)
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

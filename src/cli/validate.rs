@@ -8,7 +8,7 @@ line naming the flag); a machine that cannot run the event is
 `ConfigError::CannotTest` (exit 125).
 */
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::RunArgs;
@@ -366,7 +366,10 @@ fn period(args: &RunArgs) -> Result<u64, ConfigError> {
 
 /// --out: a directory, or nothing yet.
 fn check_out(args: &RunArgs) -> Result<(), ConfigError> {
-    if let Some(out) = args.out.as_ref().filter(|o| o.exists() && !o.is_dir()) {
+    let Some(out) = args.out.as_ref() else {
+        return Ok(());
+    };
+    if out.exists() && !out.is_dir() {
         return Err(usage(
             "--out",
             format!(
@@ -375,16 +378,66 @@ fn check_out(args: &RunArgs) -> Result<(), ConfigError> {
             ),
         ));
     }
+    // A results directory belongs to one run. `/`, `.` and `..` are
+    // directories that hold other things (the working directory, its
+    // parent, the whole system): written into, their result files could
+    // be any run's, and `--replace` would remove them there.
+    let root = out.canonicalize().is_ok_and(|c| c == Path::new("/"));
+    if root
+        || matches!(
+            out.components().next_back(),
+            Some(Component::RootDir | Component::CurDir | Component::ParentDir)
+        )
+    {
+        return Err(usage(
+            "--out",
+            format!(
+                "{} is not a directory of its own; expected a new or empty directory for this run (e.g. results/my-run)",
+                out.display()
+            ),
+        ));
+    }
+    // --replace removes the result files of --out, so a baseline there
+    // would be deleted before it is read; without --replace the
+    // directory is refused anyway, as one that holds a run.
+    if let Some(baseline) = &args.baseline
+        && same_directory(baseline, out)
+    {
+        return Err(usage(
+            "--out",
+            format!(
+                "{} is also the --baseline directory, whose run.json this run reads; give --out a directory of its own",
+                out.display()
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// Whether two paths name one directory (through links, `..`, or a bind
+/// mount): the same device and inode.
+fn same_directory(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// --skid as given: below the period.
 fn check_skid(args: &RunArgs, period: u64) -> Result<(), ConfigError> {
-    if let Some(skid) = args.skid.filter(|&s| s >= period) {
+    args.skid
+        .map_or(Ok(()), |skid| skid_below_period("--skid", skid, period))
+}
+
+/// A skid given as `flag` must be below the period: an interrupt a whole
+/// period late is the next overflow's. `run` and `replay` share this rule.
+pub fn skid_below_period(flag: &'static str, skid: u64, period: u64) -> Result<(), ConfigError> {
+    if skid >= period {
         return Err(usage(
-            "--skid",
+            flag,
             format!(
-                "skid {skid} (--skid) must be below the period {period}; give a smaller --skid or a larger --period"
+                "skid {skid} ({flag}) must be below the period {period}; give a smaller {flag} or a larger --period"
             ),
         ));
     }
@@ -596,6 +649,21 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// `/`, `.` and `..` hold other things than one run's results: each
+    /// was accepted and written into (as root, `/run.json`).
+    #[test]
+    fn out_refuses_a_directory_that_is_not_the_runs_own() {
+        for out in ["/", "//", ".", "./", "..", "../", "src/..", "/tmp/.."] {
+            assert_eq!(
+                usage_flag(&["--event", "task-clock", "--out", out]),
+                "--out",
+                "{out}"
+            );
+        }
+        // `name/.` is `name`: a directory of its own.
+        assert!(check(&["--event", "task-clock", "--out", "results/x/."]).is_ok());
     }
 
     /// Usage errors come before what this machine can do: a bad

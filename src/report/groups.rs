@@ -12,6 +12,7 @@ counted, named, and keeps its group from being called clean. A run that
 could not start (no PMU, no permission: run.json's `setup_failure`) is
 a finding of its own, counted with its reason; a group of such runs
 alone could not start, rather than being inconclusive.
+A run given twice (or a copy of it) is counted once, and the repeat named.
 */
 
 use std::collections::BTreeMap;
@@ -59,6 +60,54 @@ pub struct GroupRow {
 pub struct Grouped {
     pub group_by: GroupBy,
     pub groups: Vec<GroupRow>,
+    /// Directories left out as the same run as one before them:
+    /// (this one, the one counted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<(String, String)>,
+}
+
+/// What makes two results directories one run: the same run.json file
+/// (the directory given twice, by another path, or hard-linked), or for a
+/// copy the same host and start, to the CLOCK_MONOTONIC nanosecond, which
+/// no two runs share.
+#[derive(PartialEq, Eq, Hash)]
+enum Identity {
+    File(u64, u64),
+    Start(String, u64, u64),
+}
+
+fn identities(run: &LoadedRun) -> Vec<Identity> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut ids = Vec::new();
+    if let Ok(m) = std::fs::metadata(run.dir.join("run.json")) {
+        ids.push(Identity::File(m.dev(), m.ino()));
+    }
+    if let Some(r) = run.run.results()
+        && let (Some(unix_s), Some(mono)) = (r.started_unix_s, r.started_monotonic_ns)
+    {
+        let host = run.fingerprint_str("/kernel/hostname/value").unwrap_or("");
+        ids.push(Identity::Start(host.to_string(), unix_s, mono));
+    }
+    ids
+}
+
+/// The runs with each run once: pooling one run's counts twice (given
+/// three times, or as a copy) tripled its overflows and its weight.
+fn distinct(runs: &[LoadedRun]) -> (Vec<&LoadedRun>, Vec<(String, String)>) {
+    let mut seen: std::collections::HashMap<Identity, &LoadedRun> = Default::default();
+    let (mut kept, mut duplicates) = (Vec::new(), Vec::new());
+    for r in runs {
+        let ids = identities(r);
+        if let Some(first) = ids.iter().find_map(|id| seen.get(id)) {
+            duplicates.push((r.dir.display().to_string(), first.dir.display().to_string()));
+            continue;
+        }
+        for id in ids {
+            seen.insert(id, r);
+        }
+        kept.push(r);
+    }
+    (kept, duplicates)
 }
 
 /// The key's name as the flag spells it.
@@ -85,7 +134,14 @@ pub fn pick_two(
     }
     let mut keys = std::collections::BTreeSet::new();
     let (mut in_a, mut in_b) = (Vec::new(), Vec::new());
+    // Each run once, as `group` pools them.
+    let mut seen = std::collections::HashSet::new();
     for r in runs {
+        let ids = identities(&r);
+        if ids.iter().any(|id| seen.contains(id)) {
+            continue;
+        }
+        seen.extend(ids);
         let key = key_of(&r, by);
         if key == a {
             in_a.push(r);
@@ -129,6 +185,7 @@ const COULD_NOT_START: &str = "could not start";
 /// error, never a wrapped number.
 pub fn group(runs: &[LoadedRun], by: GroupBy) -> Result<Grouped> {
     let mut by_key: BTreeMap<String, Vec<&LoadedRun>> = BTreeMap::new();
+    let (runs, duplicates) = distinct(runs);
     for r in runs {
         by_key.entry(key_of(r, by)).or_default().push(r);
     }
@@ -139,6 +196,7 @@ pub fn group(runs: &[LoadedRun], by: GroupBy) -> Result<Grouped> {
     Ok(Grouped {
         group_by: by,
         groups,
+        duplicates,
     })
 }
 
@@ -219,7 +277,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} |",
-                r.key.replace('|', "\\|"),
+                crate::report::runs::printable(&r.key).replace('|', "\\|"),
                 r.runs,
                 r.overflows,
                 r.dropped,
@@ -231,7 +289,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
         let width = g
             .groups
             .iter()
-            .map(|r| r.key.chars().count())
+            .map(|r| crate::report::runs::printable(&r.key).chars().count())
             .chain([by.len()])
             .max()
             .unwrap_or(0);
@@ -247,7 +305,7 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
             .iter()
             .map(|r| {
                 (
-                    r.key.clone(),
+                    crate::report::runs::printable(&r.key).into_owned(),
                     numbers(&r.runs, &r.overflows, &r.dropped, &rate(r), &r.verdict),
                 )
             })
@@ -271,6 +329,9 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
         }
     }
     let mut notes = Vec::new();
+    for (dup, first) in &g.duplicates {
+        notes.push(format!("{dup} is the same run as {first}: counted once"));
+    }
     for r in &g.groups {
         let other: Vec<String> = r
             .verdicts

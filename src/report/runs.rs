@@ -54,6 +54,18 @@ pub(crate) fn reproduce_lines(out: &mut String, argv: &[String]) {
     let _ = writeln!(out, "{line}");
 }
 
+/// `text` on one line: a newline in it (in a directory's name or a
+/// recorded hostname) written as `\n`. A raw one started a line of its
+/// own that read as another row, or another run. The other control
+/// characters are `escape_controls`'s, on the whole output.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\n') {
+        text.replace('\n', "\\n").into()
+    } else {
+        text.into()
+    }
+}
+
 pub fn wrap_into(out: &mut String, text: &str, indent: &str) {
     // Never at a hyphen: "--inject-drop-every" and "late-signal" are
     // names; only a word longer than the line is broken.
@@ -62,7 +74,7 @@ pub fn wrap_into(out: &mut String, text: &str, indent: &str) {
         .subsequent_indent("    ")
         .break_words(true)
         .word_splitter(textwrap::WordSplitter::NoHyphenation);
-    for line in textwrap::wrap(text, opts) {
+    for line in textwrap::wrap(&printable(text), opts) {
         let _ = writeln!(out, "{line}");
     }
 }
@@ -388,7 +400,7 @@ fn title_block(s: &mut String, r: &LoadedRun, md: bool) {
         r.exit_text()
     );
     if md {
-        let _ = writeln!(s, "### {title}\n");
+        let _ = writeln!(s, "### {}\n", printable(&title));
     } else {
         wrap_into(s, &format!("== {title}"), "");
     }

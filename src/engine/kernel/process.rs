@@ -220,6 +220,33 @@ pub fn stack_limit() -> Option<u64> {
     (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
 }
 
+/// RLIMIT_NOFILE (`ulimit -n`) raised as far as `wanted` allows, the hard
+/// limit at most: (soft, hard) after, None when unknown. Raising the soft
+/// limit is what the hard one is for, and the run needs no more than
+/// `wanted`; RLIM_INFINITY reads as u64::MAX.
+pub fn raise_fd_limit(wanted: u64) -> Option<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the plain-data `lim`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    if lim.rlim_cur < wanted && lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: wanted.min(lim.rlim_max),
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads the plain-data `raised`; a refusal
+        // leaves the limit as it was.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = raised.rlim_cur;
+        }
+    }
+    Some((lim.rlim_cur, lim.rlim_max))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
