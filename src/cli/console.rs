@@ -426,6 +426,13 @@ pub fn summary(r: &RunResults) -> String {
             if let Some(n) = t.anomalies.get(kind.name()) {
                 if gets_a_line(kind) {
                     let _ = writeln!(s, "{kind}: {n} windows: {}", kind.advice());
+                } else if kind == AnomalyKind::SoftwareTimerSkip {
+                    // A row per interrupt that skipped periods; the
+                    // warning counts the periods: say which is which.
+                    quiet.push(format!(
+                        "{kind} {n} (interrupts that skipped {} periods)",
+                        t.interrupts.timer_skips
+                    ));
                 } else {
                     quiet.push(format!("{kind} {n}"));
                 }
@@ -497,6 +504,29 @@ mod tests {
             injected: 0,
             interrupt_gap: Some(20_003),
         }
+    }
+
+    /// The anomaly count (a row per interrupt that skipped periods) and
+    /// the periods skipped are two numbers: the summary says which is
+    /// which, beside the warning that counts the periods.
+    #[test]
+    fn timer_skips_say_interrupts_and_periods_apart() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/results/task-clock-clean");
+        let crate::results::reader::RunDocument::Finished(mut run) =
+            crate::results::loaded::LoadedRun::load(&dir).unwrap().run
+        else {
+            panic!("the fixture is a finished run");
+        };
+        run.totals.interrupts.timer_skips = 33;
+        let rows = run.totals.anomalies["software-timer-skip"];
+        let text = summary(&run).replace("\n    ", " ");
+        assert!(
+            text.contains(&format!(
+                "software-timer-skip {rows} (interrupts that skipped 33 periods)"
+            )),
+            "{text}"
+        );
     }
 
     /// The live line says how far the run is: the time of the total, and
