@@ -42,7 +42,7 @@ const BAD: &[(&[&str], &str)] = &[
     (&["--event", "r"], "--event"),
     (&["--event", "rzz"], "--event"),
     (&["--duration", "10x"], "--duration"),
-    (&["--duration", "10"], "--duration"),
+    (&["--duration", "1.5"], "--duration"),
     (&["--duration", "0s"], "--duration"),
     (&["--migrate-interval", "soon"], "--migrate-interval"),
     (&["--workers", "0"], "--workers"),

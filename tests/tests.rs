@@ -17,6 +17,7 @@ mod memory;
 mod model;
 mod oracle;
 mod output_failures;
+mod perf_spellings;
 #[cfg(feature = "plot")]
 mod plot;
 #[cfg(not(feature = "plot"))]

@@ -83,7 +83,7 @@ pub struct PlotArgs {
 
     /// The image to write: FILE.svg or FILE.png (the extension picks the
     /// format).
-    #[arg(short = 'o', long = "output", value_name = "FILE", value_parser = crate::report::plot::parse_output)]
+    #[arg(short = 'o', long = "output", visible_alias = "out", value_name = "FILE", value_parser = crate::report::plot::parse_output)]
     pub output: crate::report::plot::Output,
 }
 
@@ -110,8 +110,13 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
 
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text,
+          default_value_if("json", clap::builder::ArgPredicate::IsPresent, "json"))]
     pub format: OutputFormat,
+
+    /// The same as --format json (as `env --json`).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
 
     /// How many anomalies to list per run.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -143,8 +148,13 @@ pub struct CompareArgs {
     #[arg(value_name = "DIR", requires = "group_by")]
     pub dirs: Vec<PathBuf>,
 
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text,
+          default_value_if("json", clap::builder::ArgPredicate::IsPresent, "json"))]
     pub format: OutputFormat,
+
+    /// The same as --format json (as `env --json`).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
 
     /// The whole body of a mail to a list (plain text, at most 72
     /// columns): the comparison, then each side's machines, kernels,
@@ -204,15 +214,24 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "RULES", value_enum, default_value_t = DriverRules::Auto)]
     pub driver_rules: DriverRules,
 
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text,
+          default_value_if("json", clap::builder::ArgPredicate::IsPresent, "json"))]
     pub format: OutputFormat,
+
+    /// The same as --format json (as `env --json`).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct EnvArgs {
     /// Print JSON instead of text.
-    #[arg(long)]
+    #[arg(long, default_value_if("format", "json", "true"))]
     pub json: bool,
+
+    /// text or json (the same as --json), as the other commands spell it.
+    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json"], conflicts_with = "json")]
+    pub format: Option<String>,
 
     /// Read the machine under this directory instead of / (a mounted image,
     /// a copy of another machine's /proc and /sys).
@@ -277,9 +296,9 @@ pub struct RunArgs {
     #[arg(long = "move", value_name = "WHICH", value_enum)]
     pub move_which: Option<MoveWhich>,
 
-    /// How long to measure (500ms, 10s, 5m, 2h). [default: 10s when
-    /// --interrupts is not given either]
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_duration)]
+    /// How long to measure (500ms, 10s, 5m, 2h; a bare number is
+    /// seconds). [default: 10s when --interrupts is not given either]
+    #[arg(short = 'd', long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
     /// Stop each worker at its Nth overflow signal (counted in its signal
@@ -359,7 +378,7 @@ pub struct RunArgs {
     /// or .., nor the --baseline directory; one that holds a run's files is
     /// refused unless --replace, which removes them).
     /// [default: results/<UTC time>-<host>-<event>, made unique]
-    #[arg(long, value_name = "DIR", value_parser = parse_out)]
+    #[arg(short = 'o', long, visible_alias = "output", value_name = "DIR", value_parser = parse_out)]
     pub out: Option<PathBuf>,
 
     /// Let --out name a directory that already holds a run: its result
@@ -538,8 +557,14 @@ fn parse_watchdog(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A duration as humantime spells it, or a bare whole number of seconds
+/// (`--duration 90`, as `sleep 90` and perf's habits have it).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(s) {
+    let parsed = match s.parse::<u64>() {
+        Ok(secs) => Ok(Duration::from_secs(secs)),
+        Err(_) => humantime::parse_duration(s),
+    };
+    match parsed {
         Ok(d) if d > MAX_DURATION => Err(too_long(s)),
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!(
@@ -743,7 +768,9 @@ mod tests {
         assert!(parse_positive("1e6").is_err());
         assert_eq!(parse_positive("100000"), Ok(100_000));
         assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("10").is_err());
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("1.5").is_err());
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_interval("0"), Ok(Duration::ZERO));
