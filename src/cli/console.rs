@@ -332,7 +332,8 @@ pub fn banner(cfg: &RunConfig) -> String {
     if cfg.interrupt_skid != cfg.skid {
         let _ = write!(s, ", interrupt skid {}", cfg.interrupt_skid);
     }
-    if cfg.migrate_interval_ns > 0 {
+    // --migrate none moves nothing: no interval to print.
+    if cfg.migrate_interval_ns > 0 && cfg.migrate != crate::domain::MigrateMode::None {
         let _ = write!(s, " every {} us", cfg.migrate_interval_ns / 1000);
     }
     if cfg.inject_drop_every.is_some() {

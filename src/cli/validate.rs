@@ -224,6 +224,7 @@ impl RunConfig {
         check_out(args)?;
         check_skid(args, period)?;
         let stress = StressDefaults::for_cpus(cpus.len());
+        migration_flags(args)?;
         let (migrate_interval_ns, watchdog_ns) = durations(args, &stress)?;
         let bisect = Bisect::plan(args)?;
         // Only now what this machine can do (125): every usage error (2)
@@ -439,6 +440,31 @@ pub fn skid_below_period(flag: &'static str, skid: u64, period: u64) -> Result<(
             format!(
                 "skid {skid} ({flag}) must be below the period {period}; give a smaller {flag} or a larger --period"
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// Flags that shape a migration mode other than the one asked for would
+/// be ignored without a word: refused, naming the flag and the fix.
+fn migration_flags(args: &RunArgs) -> Result<(), ConfigError> {
+    if args.migrate == MigrateMode::None {
+        let shaping = [
+            ("--migrate-interval", args.migrate_interval.is_some()),
+            ("--migrators", args.migrators.is_some()),
+            ("--move", args.move_which.is_some()),
+        ];
+        if let Some((flag, _)) = shaping.iter().find(|(_, given)| *given) {
+            return Err(usage(
+                flag,
+                "shapes the moves and --migrate none makes none; use --migrate ping-pong|round-robin|random with it, or drop it",
+            ));
+        }
+    }
+    if args.seed.is_some() && args.migrate != MigrateMode::Random {
+        return Err(usage(
+            "--seed",
+            "seeds the draw of CPUs and only --migrate random draws; use --migrate random with it, or drop it",
         ));
     }
     Ok(())

@@ -70,7 +70,8 @@ fn graviton2() -> Fingerprint {
 /// `pmustress run --period 100000 --skid 1000 --cpus 0,1 EXTRA` on it
 /// (`branches`; one worker per CPU and one migrator moving any worker
 /// unless EXTRA says otherwise: the scripts' workers are scripted threads
-/// whose heartbeats the fake kernel does not move).
+/// whose heartbeats the fake kernel does not move; `--migrate none` gets
+/// no migrator flags).
 fn config(extra: &[&str]) -> RunConfig {
     let mut argv = vec![
         "pmustress",
@@ -82,8 +83,10 @@ fn config(extra: &[&str]) -> RunConfig {
         "--cpus",
         "0,1",
     ];
+    // `--migrate none` refuses the flags that shape moves it would not make.
+    let moves = !extra.windows(2).any(|pair| pair == ["--migrate", "none"]);
     for (flag, value) in [("--workers", "2"), ("--migrators", "1"), ("--move", "any")] {
-        if !extra.contains(&flag) {
+        if !extra.contains(&flag) && (moves || flag == "--workers") {
             argv.extend([flag, value]);
         }
     }
