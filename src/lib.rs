@@ -5,7 +5,9 @@ one way: `cli` validates the command line into a `config::RunConfig` (what
 to run, and the event resolved for this machine); `engine` runs it (workers,
 migrator, signals, the kernel's sample rings) into one observation stream
 per worker; `judge` decides every overflow and every delivery from that
-stream; `verdict` is the verdict rule over a run's counts; `results`
+stream; `verdict` is the verdict rule over a run's counts; `check` is
+the fitness battery (probes of the PMU with known answers, and what they
+make of rr and of sampling profilers); `results`
 writes the results directory and reads it back; `report` renders what
 was read (report, compare, plot, replay); `fingerprint` describes the
 machine. Below them all: `records` is the observation stream's rows and
@@ -17,9 +19,10 @@ this, and that this graph is the code's):
 
 ```text
 testkit -> domain, engine, judge, records
-cli -> config, domain, engine, fingerprint, judge, records, report, results, stats, verdict
+cli -> check, config, domain, engine, fingerprint, judge, records, report, results, stats, verdict
 report -> domain, engine, fingerprint, judge, records, results, stats, verdict
 results -> config, domain, engine, fingerprint, judge, records, stats, verdict
+check -> domain, engine, fingerprint
 verdict -> config, domain, judge, stats
 engine -> config, domain, fingerprint, judge, records
 config -> domain, fingerprint, judge, stats
@@ -30,7 +33,7 @@ stats -> nothing
 domain -> nothing
 ```
 
-Only `engine::kernel` and `engine::signal` (and the fingerprint's one syslog
+Only `engine::kernel` (the probes' loop and ioctls in `engine::kernel::probe` too) and `engine::signal` (and the fingerprint's one syslog
 call) contain `unsafe` code of their own: they are the modules that talk to
 the kernel. The test kit's fake kernel calls the signal handler's recording
 functions as the kernel would, which is `unsafe` too; it is never shipped. `engine::run`'s watchdog makes the one `unsafe` call outside
@@ -51,6 +54,7 @@ macro_rules! errln {
     }};
 }
 
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod domain;

@@ -95,6 +95,12 @@ fn dispatch_on_its_kernel(command: Command) -> i32 {
     #[cfg(feature = "testkit")]
     {
         use pmustress::testkit::TestKernel;
+        use pmustress::testkit::fake_pmu::FakePmu;
+        if let Command::Check(args) = &command
+            && let Some(pmu) = FakePmu::from_env()
+        {
+            return pmustress::cli::check::check_command(args, &pmu);
+        }
         match TestKernel::from_env() {
             Some(TestKernel::Scripted(fake)) => return dispatch(command, &fake),
             Some(TestKernel::StalledWorker(stalled)) => return dispatch(command, &stalled),

@@ -6,6 +6,7 @@ mod util;
 mod architecture;
 mod bad_input;
 mod bisect;
+mod check;
 mod cli_properties;
 mod completions;
 mod contract;

@@ -8,10 +8,11 @@ interrupts), 2 usage, 125 cannot test here.
 */
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::cli::console;
+pub use crate::cli::emit::{emit, emit_bytes};
+use crate::cli::stops::{Stopped, install_stops};
 use crate::cli::validate::{ConfigError, Refused};
 use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs};
 use crate::config::RunConfig;
@@ -38,29 +39,6 @@ macro_rules! put {
     }};
 }
 
-/// Writes a command's whole output and returns `status`: a failed write (a
-/// full disk, /dev/full) is one line and 125, never a lost output with 0.
-/// A reader that went away (`| head`) took what it wanted: not an error.
-pub fn emit(text: &str, status: i32) -> i32 {
-    emit_bytes(report::escape_controls(text).as_bytes(), status)
-}
-
-pub fn emit_bytes(bytes: &[u8], status: i32) -> i32 {
-    use std::io::Write as _;
-    if crate::engine::kernel::process::stdout_was_closed() {
-        errln!("pmustress: cannot write the output: stdout is closed");
-        return EXIT_CANNOT_TEST;
-    }
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            errln!("pmustress: cannot write the output: {e}");
-            EXIT_CANNOT_TEST
-        }
-        _ => status,
-    }
-}
-
 /// Runs one subcommand and returns its exit status; `run` measures on
 /// `machine` (the binary picks it: `main.rs`).
 pub fn dispatch<K: Kernel>(command: Command, machine: &K) -> i32 {
@@ -68,6 +46,7 @@ pub fn dispatch<K: Kernel>(command: Command, machine: &K) -> i32 {
     // handled as a full disk, not a kill by SIGXFSZ.
     crate::engine::signal::ignore(libc::SIGXFSZ);
     match command {
+        Command::Check(args) => crate::cli::check::check_command(&args, &kernel::Real),
         Command::Run(args) => run_command(&args, machine),
         Command::Env(args) => env_command(&args),
         Command::Report(args) => report_command(&args),
@@ -517,13 +496,6 @@ impl run::Observer for Collect {
     }
 }
 
-/// Why a step of `pmustress run` stopped it: the exit status, its reason
-/// already said on stderr.
-type Stopped = i32;
-
-/// A stop signal and the flag its handler raises.
-type Stop = (i32, Arc<AtomicBool>);
-
 /// `pmustress run`: refuse what cannot be run, make the results
 /// directory, measure with the live console, then save and print.
 fn run_command<K: Kernel>(args: &RunArgs, machine: &K) -> i32 {
@@ -574,53 +546,6 @@ fn run_steps<K: Kernel>(args: &RunArgs, machine: &K) -> Result<i32, Stopped> {
     let (console, saved) = collect.save(&cfg, argv, &fingerprint, &record);
     Ok(print_end(console, saved, &cfg))
 }
-
-/// The first SIGINT, SIGTERM, SIGHUP (the terminal or SSH session went
-/// away), SIGQUIT, SIGPIPE (our reader went away), SIGXCPU (the CPU time
-/// limit, `ulimit -t`), SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM or SIGPROF
-/// (whose default would end the process without a word) stops the run
-/// and keeps what was measured: final run.json, verdict, exit 128 + N. A
-/// second one of the same kind a second or more after the first exits at
-/// once, leaving run.json incomplete; the same one twice within a second
-/// (`timeout` signals the child and its process group) is one stop. Not
-/// SIGPIPE or SIGXCPU: the kernel raises those again by itself (every
-/// later write to a closed pipe, every further second of CPU time). Once
-/// the final run.json is written, any of them exits with the status it
-/// holds (`engine::signal::install_stop`). A SIGHUP ignored when we start
-/// (nohup) stays ignored.
-fn install_stops() -> Result<Vec<Stop>, Stopped> {
-    let mut stops: Vec<Stop> = Vec::new();
-    for sig in STOP_SIGNALS {
-        if sig == libc::SIGHUP && crate::engine::signal::is_ignored(sig) {
-            continue;
-        }
-        let flag = Arc::new(AtomicBool::new(false));
-        let repeated_by_the_kernel = matches!(sig, libc::SIGPIPE | libc::SIGXCPU);
-        let installed =
-            crate::engine::signal::install_stop(sig, Arc::clone(&flag), !repeated_by_the_kernel);
-        if let Err(e) = installed {
-            errln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
-            return Err(EXIT_CANNOT_TEST);
-        }
-        stops.push((sig, flag));
-    }
-    Ok(stops)
-}
-
-/// The signals that stop a run and keep what it measured (`install_stops`).
-const STOP_SIGNALS: [libc::c_int; 11] = [
-    libc::SIGINT,
-    libc::SIGTERM,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGPIPE,
-    libc::SIGXCPU,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-    libc::SIGALRM,
-    libc::SIGVTALRM,
-    libc::SIGPROF,
-];
 
 /// The validated configuration, or the run refused: a usage error (2),
 /// a run this machine cannot do (125, recorded by `refuse`), among them

@@ -7,9 +7,12 @@ while it runs and at its end; `manual` renders the man page and the shell
 completions from these definitions.
 */
 
+pub mod check;
 pub mod commands;
 pub mod console;
+mod emit;
 pub mod manual;
+mod stops;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -37,6 +40,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Can rr and a sampling profiler trust this machine's PMU? A battery of
+    /// probes (events, counts, determinism, IOC_PERIOD, skid, overcount at
+    /// a PMI, the x86 quirks rr checks, the lost-overflow stress, the
+    /// knobs), one line each, and a verdict per use.
+    Check(CheckArgs),
     /// Run workers that count an event with an overflow period, migrate them,
     /// and judge every overflow from the kernel's records: was its interrupt
     /// taken, late, or never (dropped)?
@@ -213,6 +221,49 @@ pub struct ReplayArgs {
     /// A bare stream's driver rules at a stop (as `run --driver-rules`).
     #[arg(long, value_name = "RULES", value_enum, default_value_t = DriverRules::Auto)]
     pub driver_rules: DriverRules,
+
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text,
+          default_value_if("json", clap::builder::ArgPredicate::IsPresent, "json"))]
+    pub format: OutputFormat,
+
+    /// The same as --format json (as `env --json`).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+}
+
+/// What `check`'s exit status answers for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFor {
+    /// rr: its ticks event, exact counts, a bounded skid.
+    Rr,
+    /// Sampling profilers: overflows that arrive, on time, without loss.
+    Profiler,
+    /// Both.
+    All,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The use the exit status answers for: 0 fit, 1 unfit, 125 could not
+    /// test.
+    #[arg(long = "for", value_enum, value_name = "USE", default_value = "all")]
+    pub for_use: CheckFor,
+
+    /// Leave out the lost-overflow stress (the probes alone take a second
+    /// or two).
+    #[arg(long)]
+    pub quick: bool,
+
+    /// How long the lost-overflow stress runs (500ms, 10s, 5m; a bare
+    /// number is seconds).
+    #[arg(short = 'd', long, value_name = "DURATION", default_value = "20s", allow_hyphen_values = true, value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Results directory of this check's own (created if missing; its
+    /// check.json, and the stress's run in stress/).
+    /// [default: results/<UTC time>-<host>-check, made unique]
+    #[arg(short = 'o', long, visible_alias = "output", value_name = "DIR", value_parser = parse_out)]
+    pub out: Option<PathBuf>,
 
     #[arg(long, value_enum, default_value_t = OutputFormat::Text,
           default_value_if("json", clap::builder::ArgPredicate::IsPresent, "json"))]

@@ -7,6 +7,7 @@ and the judge (tests/architecture.rs checks both).
 
 `fake_kernel` is the scripted kernel the run loop runs on without a PMU;
 `stalled_worker` is the machine's kernel with one worker stalled;
+`fake_pmu` is a PMU for the fitness probes, healthy or faulty as asked;
 `ring_encoder` writes observations as the kernel's ring records;
 `driver_model` generates observation streams with their ground truth, for
 the judge's property tests.
@@ -16,6 +17,7 @@ the environment; `main.rs` is the one place that picks it over `Real`.
 
 pub mod driver_model;
 pub mod fake_kernel;
+pub mod fake_pmu;
 pub mod ring_encoder;
 pub mod stalled_worker;
 

@@ -39,6 +39,7 @@ pub const STOP_POLL: Duration = Duration::from_millis(10);
 use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
 
+pub mod probe;
 pub mod process;
 
 // libc does not define these (fcntl.h / asm-generic/fcntl.h); identical on

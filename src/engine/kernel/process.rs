@@ -247,6 +247,16 @@ pub fn raise_fd_limit(wanted: u64) -> Option<(u64, u64)> {
     Some((lim.rlim_cur, lim.rlim_max))
 }
 
+/// Sends `sig` to the child process `pid` (one this process spawned and
+/// has not reaped, so the pid cannot name another process).
+pub fn signal_child(pid: u32, sig: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: kill(2) takes two integers and touches no memory of ours.
+    if unsafe { libc::kill(pid as libc::pid_t, sig) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,143 @@
+/*!
+`pmustress check`: can rr and a sampling profiler trust this machine's PMU?
+
+A battery of probes, each a small measurement with a known answer, run on
+the calling thread through `engine::kernel::probe::ProbeKernel`:
+
+- `pmu` (`events`): a hardware PMU, and the events the uses need: rr's
+  ticks event for this core (`rr_core`), cycles, instructions;
+- `counts`, `counters`, `determinism` (`counting`): the known loop counts
+  what it retires, how many counters count at once, and whether the same
+  loop counts the same every time;
+- `ioc_period`, `skid`, `pmi_overcount` (`overflow`): a period change
+  takes effect at once, every overflow's interrupt comes within the skid
+  the use allows, and the interrupt adds nothing to the count;
+- `in_txcp`, `freeze_on_smi`, `speclockmap` (`quirks`): the x86 faults rr
+  checks for, where they apply;
+- `pseudo_nmi`, `knobs`, `instance`, `lost_overflow` (`machine`): the
+  fingerprint judged, and the lost-overflow stress (a `run` the command
+  line starts, judged here).
+
+Each finding says which use its FAIL makes unfit (`outcome`); a probe
+that cannot measure says SKIP and why, never FAIL. When no hardware event
+opens at all (no PMU, no permission), nothing is measured and both uses
+are untested.
+*/
+
+mod counting;
+mod events;
+mod machine;
+pub mod outcome;
+mod overflow;
+mod quirks;
+mod rr_core;
+
+use serde::Serialize;
+
+use crate::engine::kernel::probe::ProbeKernel;
+use crate::fingerprint::Fingerprint;
+pub use machine::{StressOutcome, lost_overflow};
+use outcome::{Finding, Fitness, Use};
+
+/// What `check` was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The uses the exit status answers for.
+    pub uses: Vec<Use>,
+    /// Leave out the lost-overflow stress.
+    pub quick: bool,
+}
+
+/// The battery's findings and what they make of each use.
+#[derive(Debug, Clone, Serialize)]
+pub struct Battery {
+    /// The core the probes ran on, and the event the counting probes
+    /// counted (rr's ticks where it counts, else instructions).
+    pub core: String,
+    pub counted: Option<String>,
+    /// False when no hardware event could be opened at all.
+    pub tested: bool,
+    pub findings: Vec<Finding>,
+}
+
+impl Battery {
+    /// Every probe that measures the PMU, then the fingerprint's.
+    pub fn measure<P: ProbeKernel>(pmu: &P, fingerprint: &Fingerprint) -> Battery {
+        let id = fingerprint
+            .cpus
+            .clusters
+            .first()
+            .map(|c| c.id.clone())
+            .unwrap_or(crate::fingerprint::cpu::CpuId::Unknown);
+        let rr = rr_core::rr_core(&id);
+        let found = events::probe(pmu, &rr, fingerprint);
+        let mut findings = vec![found.finding.clone()];
+        let mut counted = None;
+        if found.tested() {
+            let counts = counting::counts(pmu, &found);
+            findings.push(counts.finding);
+            findings.push(counting::counters(pmu, &found, fingerprint));
+            let spread = match &counts.subject {
+                Some(subject) => {
+                    counted = Some(subject.name.clone());
+                    let (finding, spread) = counting::determinism(pmu, subject);
+                    findings.push(finding);
+                    findings.push(overflow::ioc_period(pmu, subject));
+                    findings.push(overflow::skid(pmu, subject, &rr));
+                    findings.push(overflow::pmi_overcount(pmu, subject, spread));
+                    Some(spread)
+                }
+                None => None,
+            };
+            if spread.is_none() {
+                for probe in ["determinism", "ioc_period", "skid", "pmi_overcount"] {
+                    findings.push(Finding::skip(
+                        probe,
+                        "no event counted the loop (see counts)".into(),
+                        None,
+                    ));
+                }
+            }
+            findings.extend(quirks::all(pmu, &id, &rr, pmu.machine_root()));
+        } else {
+            for probe in MEASURED {
+                findings.push(Finding::skip(probe, "needs the PMU (see pmu)".into(), None));
+            }
+        }
+        findings.push(machine::pseudo_nmi(fingerprint));
+        findings.push(machine::knobs(fingerprint));
+        findings.push(machine::instance(fingerprint));
+        Battery {
+            core: rr.name,
+            counted,
+            tested: found.tested(),
+            findings,
+        }
+    }
+
+    /// The stress's finding, after the other probes.
+    pub fn add(&mut self, finding: Finding) {
+        self.findings.push(finding);
+    }
+
+    pub fn fitness(&self, use_: Use) -> Fitness {
+        Fitness::of(use_, &self.findings, self.tested)
+    }
+}
+
+/// The probes that need a PMU event, after `pmu`.
+const MEASURED: [&str; 10] = [
+    "counts",
+    "counters",
+    "determinism",
+    "ioc_period",
+    "skid",
+    "pmi_overcount",
+    "in_txcp",
+    "freeze_on_smi",
+    "speclockmap",
+    "lost_overflow",
+];
+
+#[cfg(test)]
+mod tests;
