@@ -29,6 +29,8 @@
 #    on) is fetched without running pmustress again, a is not contacted.
 # 4. Run 1's id again after a lost run.json on the controller: only that
 #    file is fetched, nothing runs, nothing else is rewritten.
+# 5. pmustress_command=check on two hosts: each check.json comes back,
+#    the summary gives each use's fitness, the grouped report reads them.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=$(cd "${1:-$ROOT/dist}" && pwd)
@@ -400,5 +402,30 @@ for h in b c e; do
 done
 log "4. ok: only the lost file fetched, nothing run again ($((SECONDS - t)) s)"
 
+# --- 5. pmustress check on two hosts ---------------------------------------------
+t=$SECONDS
+log "5. pmustress check --quick on host-a and host-b"
+rc=0
+playbook s5 s5 -e pmustress_hosts=host-a,host-b -e pmustress_command=check \
+    -e pmustress_args=--quick || rc=$?
+[[ $rc == 0 ]] || fail "5: ansible-playbook exited $rc, not 0 (see $TMP/s5.log)"
+for h in a b; do
+    doc=$RESULTS/host-$h/s5/check.json
+    [[ -f $doc ]] || fail "5: no check.json came back from host-$h"
+    same_as_host "$h" s5
+    want=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["exit_status"])' "$doc")
+    [[ $(summary s5 "host-$h" exit_status) == "$want" ]] ||
+        fail "5: host-$h: summary exit $(summary s5 "host-$h" exit_status), check.json $want"
+    [[ $(summary s5 "host-$h" verdict) == "rr "*", profiler "* ]] ||
+        fail "5: host-$h's verdict: $(summary s5 "host-$h" verdict)"
+done
+"$BIN" report --group-by host "$RESULTS/host-a/s5" "$RESULTS/host-b/s5" >"$TMP/grouped-s5.txt" ||
+    fail "5: pmustress report --group-by host refused the checks"
+head -n1 "$TMP/grouped-s5.txt" | grep -q 'checks  rr-fit  profiler-fit' ||
+    fail "5: the grouped report has no checks table (see $TMP/grouped-s5.txt)"
+task_lines s5 'The grouped report (pmustress report --group-by on the controller)' |
+    grep -q '^ok: ' || fail "5: the playbook did not report the checks grouped (see $TMP/s5.log)"
+log "5. ok: both checks came back, summarised and grouped ($((SECONDS - t)) s)"
+
 ok=1
-log "all 4 scenarios passed in $((SECONDS - start)) s"
+log "all 5 scenarios passed in $((SECONDS - start)) s"

@@ -3,16 +3,17 @@
 # the committed fragment qemu/kernel.config, cached by a hash of the fragment, the
 # source version and the cross compiler version. Prints the path of the Image.
 #
-#   qemu/build-kernel.sh [small|oracle|fixed]
+#   qemu/build-kernel.sh [small|oracle|fixed|faulty]
 #
 # small (the default): the stock driver. oracle: the same with qemu/patches/oracle.patch
 # applied (the driver counts its lost, handled, throttled and re-based overflows; it
 # changes no behaviour), cached apart under a key that also covers the patch. fixed: the
 # oracle kernel with the candidate fix, qemu/patches/fix.patch, and the oracle's
-# counters on it, fix-oracle.patch. The oracle and fixed builds fail if the compiler
-# warns about a patched file.
+# counters on it, fix-oracle.patch. faulty: the oracle kernel with qemu/patches/faults.patch,
+# whose boot parameter pmustress_fault=N breaks one property `pmustress check` probes.
+# The oracle, fixed and faulty builds fail if the compiler warns about a patched file.
 #
-# The fixed kernel is built incrementally from the oracle kernel's kept trees when
+# The fixed and faulty kernels are built incrementally from the oracle kernel's kept trees when
 # they are there (PMUSTRESS_KEEP_KERNEL_BUILD=1 when the oracle kernel was built, as
 # .ci/run sets): a copy of its object tree (~90 MB), its source patched in place for
 # the build and restored after (content and times, under the kernel lock), so only
@@ -33,7 +34,10 @@ VARIANT=${1:-small}
 variant_patches() {
     case $VARIANT in
     oracle) printf '%s\n' "$PATCH" ;;
-    fixed) printf '%s\n' "$PATCH" "${FIX_PATCHES[@]}" ;;
+    fixed | faulty)
+        printf '%s\n' "$PATCH"
+        extra_patches "$VARIANT"
+        ;;
     esac
 }
 
@@ -79,12 +83,13 @@ save_image() {
     mv "$out.tmp" "$out"
 }
 
-# build_fixed_incremental KEY OUT ORACLE-WORK: the fixed kernel from the oracle
+# build_incremental KEY OUT ORACLE-WORK: the fixed or faulty kernel from the oracle
 # kernel's kept trees (see the header).
-build_fixed_incremental() {
+build_incremental() {
     local key=$1 out=$2 owork=$3 work objdir keep start=$SECONDS f p
-    local patches=()
+    local patches=() extra=()
     mapfile -t patches < <(variant_patches)
+    mapfile -t extra < <(extra_patches "$VARIANT")
     work=$CACHE/kernel/work-$key
     objdir=$work/obj
     keep=$work/oracle-files
@@ -99,7 +104,7 @@ build_fixed_incremental() {
     # The oracle's source as it was, also when the build fails.
     # shellcheck disable=SC2064 # expand now: the paths are this build's
     trap "restore_oracle_source '$owork/src' '$keep'" EXIT
-    apply_patches "$owork/src" "${FIX_PATCHES[@]}"
+    apply_patches "$owork/src" "${extra[@]}"
     log "building Image incrementally with -j$KERNEL_JOBS in $objdir"
     make_image "$owork/src" "$objdir" "$work"
     restore_oracle_source "$owork/src" "$keep"
@@ -122,15 +127,15 @@ restore_oracle_source() {
 
 build() {
     local key=$1 out=$2 work srcdir objdir start okey patches=()
-    if [[ $VARIANT == fixed ]]; then
+    if [[ $VARIANT == fixed || $VARIANT == faulty ]]; then
         okey=$(kernel_key oracle)
         work=$CACHE/kernel/work-$okey
         if [[ -f $work/obj/vmlinux && -f $CACHE/kernel/oracle-6.1-$okey/Image &&
             ! -e $work/src/.git ]]; then
-            build_fixed_incremental "$key" "$out" "$work"
+            build_incremental "$key" "$out" "$work"
             return
         fi
-        log "no kept oracle kernel build in $work: building the fixed kernel whole"
+        log "no kept oracle kernel build in $work: building the $VARIANT kernel whole"
     fi
     mapfile -t patches < <(variant_patches)
     work=$CACHE/kernel/work-$key
@@ -162,8 +167,8 @@ build_if_missing() {
 
 main() {
     case $VARIANT in
-    small | oracle | fixed) ;;
-    *) die "usage: build-kernel.sh [small|oracle|fixed]" ;;
+    small | oracle | fixed | faulty) ;;
+    *) die "usage: build-kernel.sh [small|oracle|fixed|faulty]" ;;
     esac
     ensure_pkgs "$SRC_PKG" bc bison flex libssl-dev libelf-dev make xz-utils gcc \
         gcc-aarch64-linux-gnu patch

@@ -412,6 +412,9 @@ PATCH=$QEMU_DIR/patches/oracle.patch
 # The candidate fix and the oracle's counters on it, applied in this order after
 # oracle.patch for the fixed kernel (build-kernel.sh fixed; qemu/README.md).
 FIX_PATCHES=("$QEMU_DIR/patches/fix.patch" "$QEMU_DIR/patches/fix-oracle.patch")
+# The faults `pmustress check`'s known answers boot with (pmustress_fault=N), applied
+# after oracle.patch for the faulty kernel (build-kernel.sh faulty).
+FAULT_PATCHES=("$QEMU_DIR/patches/faults.patch")
 KERNEL_JOBS=${PMUSTRESS_KERNEL_JOBS:-3}
 
 # kernel_make SRCDIR OBJDIR MAKE-ARGS...: make for arm64, out of tree, quietly.
@@ -421,7 +424,15 @@ kernel_make() {
     make -s -C "$src" O="$obj" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- "$@" >&2
 }
 
-# kernel_key small|oracle|fixed: the cache key of a build of linux-source-6.1 with the
+# extra_patches fixed|faulty: the patches a variant applies after oracle.patch.
+extra_patches() {
+    case $1 in
+    fixed) printf '%s\n' "${FIX_PATCHES[@]}" ;;
+    faulty) printf '%s\n' "${FAULT_PATCHES[@]}" ;;
+    esac
+}
+
+# kernel_key small|oracle|fixed|faulty: the cache key of a build of linux-source-6.1 with the
 # fragment (and the variant's patches).
 kernel_key() {
     local variant=$1 srcver gccver f
@@ -431,12 +442,12 @@ kernel_key() {
         cat "$FRAGMENT"
         echo "$SRC_PKG $srcver"
         echo "gcc-aarch64-linux-gnu $gccver"
-        if [[ $variant == oracle || $variant == fixed ]]; then
+        if [[ $variant == oracle || $variant == fixed || $variant == faulty ]]; then
             echo "oracle.patch"
             cat "$PATCH"
         fi
-        if [[ $variant == fixed ]]; then
-            for f in "${FIX_PATCHES[@]}"; do
+        if [[ $variant == fixed || $variant == faulty ]]; then
+            for f in $(extra_patches "$variant"); do
                 echo "${f##*/}"
                 cat "$f"
             done

@@ -37,7 +37,8 @@ set -euo pipefail
 # (qemu/README.md, "A candidate fix").
 ALL_CASES=(debian61-migrate branches-125 smp2-nopnmi smp2-pnmi smp4-nopnmi smp4-pnmi
     smp2-yield smp2-unwitnessed smp2-pnmi-unwitnessed fixed-smp2-nopnmi fixed-smp4-bisect
-    smp4-pnmi-race)
+    smp4-pnmi-race check-pnmi check-nopnmi check-fault-period check-fault-overcount
+    check-fault-zero)
 # Cases outside `all`: smp4-bisect (bisect-known-answer.sh runs it on every step), and
 # the fixed kernel with pseudo-NMI, open: counting kernel mode, where the NMI races the
 # driver's own update of the count, one sample in ~26,000 fits neither driver's rules
@@ -80,7 +81,10 @@ usage() {
 # above it prints OPEN with the numbers, never PASS; see check_oracle), "unwitnessed"
 # (runs without the count witness: the records do not decide every gap, so no
 # ambiguity bound; where the driver lost, the run must not be clean), "baseline" (not
-# pmustress: /bed/tester ARGS, qemu/tester/tester.sh; only the oracle's figures).
+# pmustress: /bed/tester ARGS, qemu/tester/tester.sh; only the oracle's figures),
+# "check:EXIT:PROFILER:RR" (a `pmustress check`: its exit status, and the probes that
+# made the machine unfit for profilers and for rr, comma-separated, "-" for none, "*"
+# for not checked; under 30 lines and 60 guest seconds; see check_fitness).
 add_run() {
     RUN_NAMES+=("$1")
     RUN_WRAPS+=("$2")
@@ -102,7 +106,7 @@ m() {
         --period "$period" --duration "$DURATION" "$@"
 }
 
-# Each case sets KERNEL (oracle|fixed|debian), SMP, APPEND (extra kernel parameters),
+# Each case sets KERNEL (oracle|fixed|faulty|debian), SMP, APPEND (extra kernel parameters),
 # EXPECT_VERDICT, EXPECT_NMI_EVIDENCE (1: an evidence line says "using NMIs"),
 # EXPECT_MESSAGE, YIELD (the runs (STRONG WEAK) whose oracle-counted losses
 # check_yield compares), and its runs (add_run). Run names: workers, migration, mode,
@@ -114,6 +118,7 @@ define_case() {
     local a
     case $1 in
     fixed-*) KERNEL=fixed ;;
+    check-fault-*) KERNEL=faulty ;;
     esac
     case ${1#fixed-} in
     smp2-nopnmi) # pseudo-NMI built but not enabled: the overflow interrupt can be lost
@@ -243,6 +248,25 @@ define_case() {
         # tester moved by its shell taskset loop, in the same boot.
         add_run defaults "" any run --event cycles --duration "${YIELD_SECONDS}s"
         add_run loop "" baseline loop 100000 "$YIELD_SECONDS" ;;
+    check-pnmi) # `pmustress check` on a healthy pseudo-NMI kernel
+        APPEND=irqchip.gicv3_pseudo_nmi=1 EXPECT_VERDICT=enabled
+        # Fit for profilers with the defaults; unfit for rr: QEMU's core is in no rr
+        # table and its PMU has no branch event (BR_RETIRED opens and reads 0).
+        add_run profiler "" "check:0:-:*" check --for profiler
+        add_run all "" "check:1:-:pmu,counts" check --quick ;;
+    check-nopnmi) # the stock driver without pseudo-NMI loses overflows at stops
+        EXPECT_VERDICT=disabled
+        add_run profiler "" "check:1:lost_overflow:*" check --for profiler --duration 5s ;;
+    check-fault-period) # IOC_PERIOD applied only at the next overflow (faults.patch)
+        APPEND="irqchip.gicv3_pseudo_nmi=1 pmustress_fault=1" EXPECT_VERDICT=enabled
+        add_run profiler "" "check:1:ioc_period:pmu,counts" check --quick --for profiler ;;
+    check-fault-overcount) # each overflow interrupt adds 50 events (faults.patch)
+        APPEND="irqchip.gicv3_pseudo_nmi=1 pmustress_fault=2" EXPECT_VERDICT=enabled
+        add_run profiler "" "check:1:pmi_overcount:pmu,counts,pmi_overcount" \
+            check --quick --for profiler ;;
+    check-fault-zero) # counters that read 0 (faults.patch)
+        APPEND="irqchip.gicv3_pseudo_nmi=1 pmustress_fault=3" EXPECT_VERDICT=enabled
+        add_run profiler "" "check:1:counts:pmu,counts" check --quick --for profiler ;;
     branches-125) # QEMU's PMU has no branch event: cannot test here
         EXPECT_MESSAGE='cpu_cycles'
         add_run branches "" exit125 run --workers 1 --duration 1s ;;
@@ -313,6 +337,9 @@ run_case() {
         INITRAMFS_EXTRA=$TESTER_EXTRA make_initramfs "$initrd"
     elif [[ $KERNEL == fixed ]]; then
         image=$FIXED_IMAGE
+        make_initramfs "$initrd"
+    elif [[ $KERNEL == faulty ]]; then
+        image=$FAULTY_IMAGE
         make_initramfs "$initrd"
     else
         image=$ORACLE_IMAGE
@@ -408,6 +435,8 @@ check_run() {
         figures="exit $exit_code"
     elif [[ $expect == baseline ]]; then
         check_baseline
+    elif [[ $expect == check:* ]]; then
+        check_fitness
     elif [[ ! -f $json ]]; then
         fails+=("no run/run.json")
         figures="exit $exit_code"
@@ -469,6 +498,39 @@ check_run() {
     printf '  FAIL %s/%s: %s; %s (see %s)\n' "$name" "$run" "${fails[*]}" "$figures" "$d" |
         tee -a "$SUMMARY"
     return 1
+}
+
+# A `pmustress check` (uses check_run's locals): EXPECT is check:EXIT:PROFILER:RR.
+check_fitness() {
+    local want_exit want_profiler want_rr doc=$d/run/check.json got lines
+    IFS=: read -r _ want_exit want_profiler want_rr <<<"$expect"
+    [[ $exit_code == "$want_exit" ]] || fails+=("exit code $exit_code, want $want_exit")
+    if [[ ! -f $doc ]]; then
+        fails+=("no run/check.json")
+        figures="exit $exit_code"
+        return
+    fi
+    [[ $(jq -r .exit_status "$doc") == "$exit_code" ]] ||
+        fails+=("check.json exit_status $(jq -r .exit_status "$doc") but the process exited $exit_code")
+    verdict=$(jq -r '.fingerprint.pseudo_nmi.verdict' "$doc")
+    [[ -z $EXPECT_VERDICT || $verdict == "$EXPECT_VERDICT" ]] ||
+        fails+=("pseudo-NMI verdict $verdict, want $EXPECT_VERDICT")
+    local use want
+    for use in profiler rr; do
+        want=$want_profiler
+        [[ $use == rr ]] && want=$want_rr
+        got=$(jq -r --arg u "$use" '[.findings[] | select(.unfit_for | index($u)) | .probe] |
+            if length == 0 then "-" else join(",") end' "$doc")
+        [[ $want == "*" || $got == "$want" ]] ||
+            fails+=("unfit for $use because of $got, want $want")
+    done
+    lines=$(wc -l <"$d/stdout")
+    ((lines < 30)) || fails+=("$lines lines of output, want under 30")
+    [[ $guest == "?" ]] || awk -v g="$guest" 'BEGIN { exit !(g < 60) }' ||
+        fails+=("${guest} guest seconds, want under 60")
+    figures="exit $exit_code, $lines lines, $(jq -r '[.findings[] |
+        "\(.probe) \(.status)"] | join(", ")' "$doc")"
+    figures+="; $(jq -r '.findings[] | select(.probe == "skid") | .evidence' "$doc")"
 }
 
 # The Debian stock kernel: no oracle, the qualitative answer (uses check_run's locals).
@@ -808,7 +870,8 @@ report_unfinished() {
 }
 
 main() {
-    local c need_oracle=0 need_debian=0 need_fixed=0 kernel_pid="" fixed_pid="" start=$SECONDS
+    local c need_oracle=0 need_debian=0 need_fixed=0 need_faulty=0 kernel_pid="" fixed_pid=""
+    local faulty_pid="" start=$SECONDS
     local failed=0 k order=()
     SRC=${PMUSTRESS_SRC:-$(cd "$QEMU_DIR/.." && pwd)}
     OUT=""
@@ -848,8 +911,9 @@ main() {
 
     for c in "${CASES[@]}"; do
         define_case "$c"
-        [[ $KERNEL == oracle || $KERNEL == fixed ]] && need_oracle=1
+        [[ $KERNEL == oracle || $KERNEL == fixed || $KERNEL == faulty ]] && need_oracle=1
         [[ $KERNEL == fixed ]] && need_fixed=1
+        [[ $KERNEL == faulty ]] && need_faulty=1
         [[ $KERNEL == debian ]] && need_debian=1
     done
     install_host_packages
@@ -882,6 +946,11 @@ main() {
         define_case "$c"
         [[ $KERNEL == fixed ]] && order+=("$c")
     done
+    # The faulty kernel's last: built from the same trees, after the fixed one.
+    for c in "${CASES[@]}"; do
+        define_case "$c"
+        [[ $KERNEL == faulty ]] && order+=("$c")
+    done
     for c in "${order[@]}"; do
         ((${#LANE_PIDS[@]} < LANES)) || finish_oldest || failed=1
         define_case "$c"
@@ -894,10 +963,22 @@ main() {
                     2>"$OUT/build-fixed-kernel.log" &
                 fixed_pid=$!
             fi
+            # The kernel lock makes it wait for the fixed kernel's: both patch the
+            # oracle's kept source in place.
+            if ((need_faulty)); then
+                log "building the faulty kernel in the background (log: $OUT/build-faulty-kernel.log)"
+                "$QEMU_DIR/build-kernel.sh" faulty >"$OUT/faulty-kernel-path" \
+                    2>"$OUT/build-faulty-kernel.log" &
+                faulty_pid=$!
+            fi
         fi
         if [[ $KERNEL == fixed && -n $fixed_pid ]]; then
             await_kernel "$fixed_pid" fixed build-fixed-kernel fixed-kernel-path FIXED_IMAGE
             fixed_pid=""
+        fi
+        if [[ $KERNEL == faulty && -n $faulty_pid ]]; then
+            await_kernel "$faulty_pid" faulty build-faulty-kernel faulty-kernel-path FAULTY_IMAGE
+            faulty_pid=""
         fi
         start_case "$c"
     done

@@ -22,8 +22,19 @@ const GRAVITON2: &str = "graviton2-c6g-6.1-disabled";
 /// `pmustress check ARGS --out DIR/c` on a fake PMU with `faults`, and
 /// the stress (if any) on `script`.
 fn check(faults: &[Fault], script: Option<Script>, args: &[&str], dir: &Path) -> Output {
+    check_on(GRAVITON2, faults, script, args, dir)
+}
+
+/// `check` as above, on the fixture `machine`.
+fn check_on(
+    machine: &str,
+    faults: &[Fault],
+    script: Option<Script>,
+    args: &[&str],
+    dir: &Path,
+) -> Output {
     let pmu_file = dir.join("pmu.json");
-    let pmu = FakePmu::new(fixture(GRAVITON2), faults);
+    let pmu = FakePmu::new(fixture(machine), faults);
     std::fs::write(&pmu_file, serde_json::to_string(&pmu).unwrap()).unwrap();
     let mut cmd = pmustress();
     cmd.env(PMU_ENV, &pmu_file);
@@ -206,4 +217,59 @@ fn json_and_bad_input() {
     let stderr = text(&bad.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--for"), "{stderr}");
+}
+
+/// `report` reads checks back: each alone, and a fleet's grouped by
+/// instance type, one row each with how many were fit for each use.
+#[test]
+fn report_reads_checks_alone_and_grouped() {
+    let fleet = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &[Fault]); 3] = [
+        ("a", GRAVITON2, &[]),
+        ("b", GRAVITON2, &[Fault::PeriodAtNextOverflow]),
+        ("c", "graviton3-c7g-nmi-enabled", &[]),
+    ];
+    for (name, machine, faults) in cases {
+        let dir = fleet.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let out = check_on(machine, faults, None, &["--quick"], &dir);
+        assert!(out.status.code().is_some(), "{}", text(&out.stderr));
+    }
+    let one = pmustress()
+        .arg("report")
+        .arg(fleet.path().join("b/c"))
+        .output()
+        .unwrap();
+    let stdout = text(&one.stdout);
+    assert_eq!(one.status.code(), Some(0), "{stdout}{}", text(&one.stderr));
+    assert!(
+        stdout.contains("fit for rr; not fit for sampling profilers (ioc_period) (exit 1)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  FAIL ioc_period"), "{stdout}");
+    let grouped = pmustress()
+        .args(["report", "--group-by", "instance-type"])
+        .arg(fleet.path())
+        .output()
+        .unwrap();
+    let stdout = text(&grouped.stdout);
+    assert_eq!(
+        grouped.status.code(),
+        Some(0),
+        "{stdout}{}",
+        text(&grouped.stderr)
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["c6g.8xlarge", "2", "2", "1", "-"],
+            vec!["c7g.16xlarge", "1", "1", "1", "-"]
+        ],
+        "{stdout}"
+    );
 }

@@ -24,21 +24,24 @@ const REPEATS: usize = 50;
 /// a cycle counter; x86 up to 8 general and 3 or 4 fixed.
 const MAX_COUNTERS: usize = 32;
 
-/// The event the later probes count: rr's ticks where they count, else
-/// instructions.
+/// An event the later probes count, and its rate over the loop.
 #[derive(Debug, Clone)]
 pub(super) struct Subject {
     pub event: ProbeEvent,
     pub name: String,
-    /// Events per iteration of the loop.
-    pub per_branch: u64,
+    /// What it counted over the loop of `LOOP_BRANCHES`: loops of other
+    /// lengths are sized by it.
+    pub per_loop: u64,
     /// rr's ticks (its skid and exactness rules apply) or not.
     pub is_ticks: bool,
 }
 
 pub(super) struct Counts {
     pub finding: Finding,
-    pub subject: Option<Subject>,
+    /// What `ioc_period` and `skid` sample.
+    pub timing: Option<Subject>,
+    /// What `determinism` and `pmi_overcount` count.
+    pub exact: Option<Subject>,
 }
 
 fn count_one<P: ProbeKernel>(
@@ -65,46 +68,62 @@ pub(super) fn counts<P: ProbeKernel>(pmu: &P, found: &Found) -> Counts {
     let mut parts = Vec::new();
     let mut rr_fails = false;
     let mut profiler_fails = false;
-    let mut subject = None;
     let mut finding_numbers = Vec::new();
+    let subject = |event, name: String, per_loop, is_ticks| Subject {
+        event,
+        name,
+        per_loop,
+        is_ticks,
+    };
+    let mut ticks_subject = None;
     if let Some(ticks) = found.ticks {
         let r = count_one(pmu, ticks, n);
         parts.push(format!("ticks {}", shown(&r)));
         finding_numbers.push(("ticks", value(&r)));
         if value(&r) >= n {
-            subject = Some(Subject {
-                event: ticks,
-                name: format!("rr's ticks (r{:x})", ticks.config),
-                per_branch: 1,
-                is_ticks: true,
-            });
+            let name = format!("rr's ticks (r{:x})", ticks.config);
+            ticks_subject = Some(subject(ticks, name, value(&r), true));
         } else {
             rr_fails = true;
         }
     }
+    let mut instructions = None;
     if found.instructions {
         let r = count_one(pmu, ProbeEvent::INSTRUCTIONS, n);
         parts.push(format!("instructions {}", shown(&r)));
         finding_numbers.push(("instructions", value(&r)));
         if value(&r) >= 2 * n {
-            subject.get_or_insert(Subject {
-                event: ProbeEvent::INSTRUCTIONS,
-                name: "instructions".into(),
-                per_branch: 2,
-                is_ticks: false,
-            });
+            let name = "instructions".to_string();
+            instructions = Some(subject(ProbeEvent::INSTRUCTIONS, name, value(&r), false));
         } else {
             profiler_fails = true;
         }
     }
+    let mut cycles = None;
     if found.cycles {
         let r = count_one(pmu, ProbeEvent::CYCLES, n);
         parts.push(format!("cycles {}", shown(&r)));
         finding_numbers.push(("cycles", value(&r)));
-        if value(&r) == 0 {
+        if value(&r) > 0 {
+            cycles = Some(subject(
+                ProbeEvent::CYCLES,
+                "cycles".into(),
+                value(&r),
+                false,
+            ));
+        } else {
             profiler_fails = true;
         }
     }
+    // Interrupt timing on what a profiler samples first (perf record's
+    // default, cycles) when rr's ticks do not count; exactness on a count
+    // of retired work, never on cycles (time: an interrupt's side effects
+    // lengthen it).
+    let timing = ticks_subject
+        .clone()
+        .or_else(|| cycles.clone())
+        .or_else(|| instructions.clone());
+    let exact = ticks_subject.or(instructions);
     let evidence = format!("a loop of {n} branches: {}", parts.join(", "));
     let expect = "ticks >= the loop's branches (rr's working_counters), instructions >= 2 per iteration, cycles > 0";
     let mut uses = Vec::new();
@@ -124,7 +143,11 @@ pub(super) fn counts<P: ProbeKernel>(pmu: &P, found: &Found) -> Counts {
         finding = finding.number(name, v);
     }
     finding = finding.number("loop_branches", n);
-    Counts { finding, subject }
+    Counts {
+        finding,
+        timing,
+        exact,
+    }
 }
 
 pub(super) fn counters<P: ProbeKernel>(
@@ -177,8 +200,8 @@ pub(super) fn counters<P: ProbeKernel>(
     finding.number("counters", counted)
 }
 
-/// The finding, and the spread (max - min) it saw: the tolerance of a
-/// comparison of two counts of this event.
+/// The finding, and the tolerance of a comparison of two counts of this
+/// event (the median's distance from the least count).
 pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Finding, u64) {
     let counter = match pmu.open_counter(subject.event, false) {
         Ok(c) => c,
@@ -213,6 +236,11 @@ pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Findin
         );
     };
     let spread = max - min;
+    // What a comparison of two counts tolerates: the lower half's spread
+    // (an interrupt in a count only adds to it, so rare high outliers
+    // widen the spread, not this).
+    seen.sort_unstable();
+    let tolerance = seen[seen.len() / 2] - min;
     let evidence = format!(
         "{} over the same loop {} times: {min}..{max} (spread {spread})",
         subject.name,
@@ -226,13 +254,21 @@ pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Findin
             .remedy("counts that vary: a hypervisor that does not virtualise the counter exactly; rr cannot replay here")
     } else {
         Finding::warn("determinism", evidence, expect)
-            .remedy("instructions are not rr's ticks: rr would count branches")
+            .remedy("not rr's ticks: rr would count branches")
     };
     (
         finding
             .number("min", min)
             .number("max", max)
-            .number("spread", spread),
-        spread,
+            .number("spread", spread)
+            .number("tolerance", tolerance),
+        tolerance,
     )
+}
+
+impl Subject {
+    /// The loop's length that counts about `events` of this event.
+    pub(super) fn branches_for(&self, events: u64) -> u64 {
+        (events as u128 * LOOP_BRANCHES as u128 / self.per_loop.max(1) as u128).max(1) as u64
+    }
 }

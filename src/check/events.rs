@@ -97,18 +97,23 @@ pub(super) fn probe<P: ProbeKernel>(pmu: &P, rr: &RrCore, fingerprint: &Fingerpr
     }
     let name = |ok: bool| if ok { "opens" } else { "missing" };
     let ticks_text = match (rr.ticks, &found.ticks) {
-        (None, _) => "rr has no ticks event for this core".to_string(),
-        (Some(c), Some(_)) => format!("rr's ticks r{c:x} opens"),
-        (Some(c), None) => format!("rr's ticks r{c:x} missing"),
+        (None, _) => "no ticks event for this core".to_string(),
+        (Some(c), Some(_)) => format!("ticks r{c:x} opens"),
+        (Some(c), None) => format!("ticks r{c:x} missing"),
+    };
+    let table = if rr.in_rr_table {
+        ""
+    } else {
+        " (rr has no row for this core)"
     };
     let evidence = format!(
-        "{}: cycles {}, instructions {}, {ticks_text}",
+        "{}{table}: cycles {}, instructions {}, {ticks_text}",
         rr.name,
         name(found.cycles),
         name(found.instructions)
     );
     let mut uses = Vec::new();
-    if found.ticks.is_none() {
+    if found.ticks.is_none() || !rr.in_rr_table {
         uses.push(Use::Rr);
     }
     if !found.cycles && !found.instructions {
@@ -117,7 +122,7 @@ pub(super) fn probe<P: ProbeKernel>(pmu: &P, rr: &RrCore, fingerprint: &Fingerpr
     found.finding = if uses.is_empty() {
         Finding::pass("pmu", evidence, EXPECT)
     } else {
-        let remedy = if rr.ticks.is_none() {
+        let remedy = if !rr.in_rr_table {
             "rr cannot record on this core; a core in rr's table (or a newer rr) is needed"
         } else {
             "the PMU exposes only a basic event set (a smaller instance size, a virtual PMU): a larger size or bare metal"

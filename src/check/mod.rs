@@ -51,8 +51,8 @@ pub struct Settings {
 /// The battery's findings and what they make of each use.
 #[derive(Debug, Clone, Serialize)]
 pub struct Battery {
-    /// The core the probes ran on, and the event the counting probes
-    /// counted (rr's ticks where it counts, else instructions).
+    /// The core the probes ran on, and the event the sampling probes
+    /// sampled (rr's ticks where they count, else cycles).
     pub core: String,
     pub counted: Option<String>,
     /// False when no hardware event could be opened at all.
@@ -77,27 +77,36 @@ impl Battery {
             let counts = counting::counts(pmu, &found);
             findings.push(counts.finding);
             findings.push(counting::counters(pmu, &found, fingerprint));
-            let spread = match &counts.subject {
-                Some(subject) => {
-                    counted = Some(subject.name.clone());
-                    let (finding, spread) = counting::determinism(pmu, subject);
+            counted = counts.timing.as_ref().map(|s| s.name.clone());
+            let skipped =
+                |probe| Finding::skip(probe, "no event counted the loop (see counts)".into(), None);
+            let tolerance = match &counts.exact {
+                Some(exact) => {
+                    let (finding, tolerance) = counting::determinism(pmu, exact);
                     findings.push(finding);
-                    findings.push(overflow::ioc_period(pmu, subject));
-                    findings.push(overflow::skid(pmu, subject, &rr));
-                    findings.push(overflow::pmi_overcount(pmu, subject, spread));
-                    Some(spread)
+                    Some(tolerance)
                 }
-                None => None,
+                None => {
+                    findings.push(skipped("determinism"));
+                    None
+                }
             };
-            if spread.is_none() {
-                for probe in ["determinism", "ioc_period", "skid", "pmi_overcount"] {
-                    findings.push(Finding::skip(
-                        probe,
-                        "no event counted the loop (see counts)".into(),
-                        None,
-                    ));
+            // The overcount first: on the event the skid is measured on,
+            // what each interrupt adds is not skid.
+            let (overcount, added) = match (&counts.exact, tolerance) {
+                (Some(exact), Some(tolerance)) => overflow::pmi_overcount(pmu, exact, tolerance),
+                _ => (skipped("pmi_overcount"), None),
+            };
+            match &counts.timing {
+                Some(timing) => {
+                    findings.push(overflow::ioc_period(pmu, timing));
+                    let same = counts.exact.as_ref().map(|e| e.event) == Some(timing.event);
+                    let added = added.filter(|_| same).unwrap_or(0);
+                    findings.push(overflow::skid(pmu, timing, &rr, added));
                 }
+                None => findings.extend([skipped("ioc_period"), skipped("skid")]),
             }
+            findings.push(overcount);
             findings.extend(quirks::all(pmu, &id, &rr, pmu.machine_root()));
         } else {
             for probe in MEASURED {

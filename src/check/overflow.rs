@@ -12,7 +12,8 @@
 //!   core; and every overflow due well before the DISABLE interrupted;
 //! - `pmi_overcount`: the loop counted with one interrupt in it against
 //!   the same loop with none (rr's Xen check): the interrupt must add
-//!   nothing beyond the count's own spread.
+//!   nothing beyond the count's own spread (least against least: an
+//!   interrupt elsewhere only adds).
 
 use super::counting::Subject;
 use super::outcome::{Finding, Use};
@@ -49,7 +50,8 @@ fn sampled<P: ProbeKernel>(
 }
 
 pub(super) fn ioc_period<P: ProbeKernel>(pmu: &P, subject: &Subject) -> Finding {
-    let branches = NEW_PERIOD * NEW_PERIODS / subject.per_branch;
+    // Half a period more: the last overflow is not at the DISABLE.
+    let branches = subject.branches_for(NEW_PERIOD * NEW_PERIODS + NEW_PERIOD / 2);
     let s = match sampled(pmu, subject, UNREACHED, Some(NEW_PERIOD), branches) {
         Ok(s) => s,
         Err(e) => {
@@ -127,14 +129,24 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank - 1]
 }
 
-pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore) -> Finding {
-    let branches = SKID_PERIOD * SKID_OVERFLOWS / subject.per_branch;
+/// `added`: what each interrupt adds to the count (`pmi_overcount`'s
+/// measure on this event), taken off before the walk.
+pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore, added: u64) -> Finding {
+    // Half a period more: the last overflow is not at the DISABLE.
+    let branches = subject.branches_for(SKID_PERIOD * SKID_OVERFLOWS + SKID_PERIOD / 2);
     let s = match sampled(pmu, subject, SKID_PERIOD, None, branches) {
         Ok(s) => s,
         Err(e) => return Finding::skip("skid", e, None),
     };
-    let final_count = s.count.unwrap_or(0);
-    let walk = past_due(&s.overflows.counts, SKID_PERIOD, final_count, rr.skid);
+    let counts: Vec<u64> = (1u64..)
+        .zip(&s.overflows.counts)
+        .map(|(k, c)| c.saturating_sub(k * added))
+        .collect();
+    let final_count = s
+        .count
+        .unwrap_or(0)
+        .saturating_sub(counts.len() as u64 * added);
+    let walk = past_due(&counts, SKID_PERIOD, final_count, rr.skid);
     let mut sorted = walk.past_due.clone();
     sorted.sort_unstable();
     let (p50, p99, max) = (
@@ -144,9 +156,14 @@ pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore) -> F
     );
     let missed = walk.missed_between + walk.missed_at_end;
     let evidence = format!(
-        "{} overflows of {} every {SKID_PERIOD}: past due p50 {p50}, p99 {p99}, max {max}; {missed} without an interrupt{}",
+        "{} overflows of {} every {SKID_PERIOD}: past due p50 {p50}, p99 {p99}, max {max}{}; {missed} without an interrupt{}",
         sorted.len(),
         subject.name,
+        if added > 0 {
+            format!(" (less the {added} each interrupt adds, pmi_overcount's)")
+        } else {
+            String::new()
+        },
         if s.overflows.throttles > 0 {
             format!(", throttled {} times", s.overflows.throttles)
         } else {
@@ -196,7 +213,13 @@ pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore) -> F
         .number("rr_skid", rr.skid)
 }
 
-pub(super) fn pmi_overcount<P: ProbeKernel>(pmu: &P, subject: &Subject, spread: u64) -> Finding {
+/// The finding, and what the one interrupt added when it added more
+/// than the tolerance.
+pub(super) fn pmi_overcount<P: ProbeKernel>(
+    pmu: &P,
+    subject: &Subject,
+    tolerance: u64,
+) -> (Finding, Option<u64>) {
     let branches = OVERCOUNT_BRANCHES;
     let mut plain = Vec::new();
     let mut with_pmi = Vec::new();
@@ -204,48 +227,44 @@ pub(super) fn pmi_overcount<P: ProbeKernel>(pmu: &P, subject: &Subject, spread: 
     for _ in 0..OVERCOUNT_REPEATS {
         match sampled(pmu, subject, UNREACHED, None, branches) {
             Ok(s) => plain.extend(s.count),
-            Err(e) => return Finding::skip("pmi_overcount", e, None),
+            Err(e) => return (Finding::skip("pmi_overcount", e, None), None),
         }
     }
-    let Some(&baseline) = plain.iter().max() else {
-        return Finding::skip(
-            "pmi_overcount",
-            "the counter was in error state".into(),
-            None,
-        );
+    // The least of each: an interrupt elsewhere (a tick) only adds.
+    let Some(&baseline) = plain.iter().min() else {
+        let why = "the counter was in error state".to_string();
+        return (Finding::skip("pmi_overcount", why, None), None);
     };
     let period = (baseline * 3 / 4).max(1);
     for _ in 0..OVERCOUNT_REPEATS {
         match sampled(pmu, subject, period, None, branches) {
             Ok(s) if s.overflows.counts.len() == 1 => with_pmi.extend(s.count),
             Ok(_) => no_pmi += 1,
-            Err(e) => return Finding::skip("pmi_overcount", e, None),
+            Err(e) => return (Finding::skip("pmi_overcount", e, None), None),
         }
     }
     let Some(&counted) = with_pmi.iter().min() else {
-        return Finding::skip(
-            "pmi_overcount",
-            format!(
-                "no run of {branches} branches with period {period} took exactly one interrupt ({no_pmi} of {OVERCOUNT_REPEATS}); skid judges interrupts"
-            ),
-            None,
+        let why = format!(
+            "no run of {branches} branches with period {period} took exactly one interrupt ({no_pmi} of {OVERCOUNT_REPEATS}); skid judges interrupts"
         );
+        return (Finding::skip("pmi_overcount", why, None), None);
     };
     let over = counted.saturating_sub(baseline);
     let evidence = format!(
         "{}: {counted} with one interrupt at period {period}, {baseline} without: {over} more",
         subject.name
     );
-    let expect = format!("no more than the count's own spread ({spread}; rr's Xen check)");
-    let finding = if over > spread {
+    let expect = format!("no more than the count's own spread ({tolerance}; rr's Xen check)");
+    let finding = if over > tolerance {
         Finding::fail("pmi_overcount", &[Use::Rr, Use::Profiler], evidence, &expect).remedy(
             "the hypervisor or driver adds events when it takes the interrupt: counts at a PMI are wrong (rr: Xen's PMI overcount)",
         )
     } else {
         Finding::pass("pmi_overcount", evidence, &expect)
     };
-    finding
+    let finding = finding
         .number("with_interrupt", counted)
         .number("without", baseline)
-        .number("overcount", over)
+        .number("overcount", over);
+    (finding, (over > tolerance).then_some(over))
 }

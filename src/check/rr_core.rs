@@ -10,8 +10,12 @@ use crate::fingerprint::cpu::{BranchEvent, CpuId, Midr, X86Vendor, core_model};
 pub(super) struct RrCore {
     /// The core's name as the fingerprint gives it.
     pub name: String,
-    /// The raw ticks event, None where rr has no row for this core.
+    /// The raw ticks event: rr's for this core, or on arm64 the
+    /// architectural BR_RETIRED rr counts on every core it knows; None
+    /// where there is none to try.
     pub ticks: Option<u64>,
+    /// Whether rr has a row for this core (it refuses one it has not).
+    pub in_rr_table: bool,
     /// The skid rr allows an overflow interrupt, in ticks.
     pub skid: u64,
     /// rr's note that the skid has no reliable bound (AMD Zen).
@@ -52,31 +56,32 @@ pub(super) fn rr_core(id: &CpuId) -> RrCore {
         BranchEvent::Raw(config) => Some(config),
         BranchEvent::Generic => None,
     };
-    let (ticks, skid) = match id {
+    let (ticks, in_rr_table, skid) = match id {
         CpuId::Arm { midr } => {
             let m = Midr::decode(*midr);
             ARM_CORES
                 .iter()
                 .find(|(imp, part, _)| *imp == m.implementer && *part == m.part)
-                .map_or((None, model.skid), |(_, _, skid)| {
-                    (Some(ARM_BR_RETIRED), *skid)
+                .map_or((Some(ARM_BR_RETIRED), false, model.skid), |(_, _, skid)| {
+                    (Some(ARM_BR_RETIRED), true, *skid)
                 })
         }
         CpuId::X86 {
             vendor: X86Vendor::Intel,
             family: 6,
             ..
-        } => (raw, model.skid),
+        } => (raw, true, model.skid),
         CpuId::X86 {
             vendor: X86Vendor::Amd,
             family,
             ..
-        } if *family >= 0x17 => (raw, model.skid),
-        _ => (None, model.skid),
+        } if *family >= 0x17 => (raw, true, model.skid),
+        _ => (None, false, model.skid),
     };
     RrCore {
         name: model.name,
         ticks,
+        in_rr_table,
         skid,
         skid_unbounded: model.skid_unbounded,
     }
@@ -90,10 +95,13 @@ mod tests {
     fn rr_s_table_gives_the_ticks_event_and_skid() {
         // Graviton2 (Neoverse N1), r0p1.
         let n1 = rr_core(&CpuId::Arm { midr: 0x413f_d0c1 });
-        assert_eq!((n1.ticks, n1.skid), (Some(0x21), 1_000));
-        // QEMU's `-cpu max`: not a core rr knows.
+        assert_eq!(
+            (n1.ticks, n1.in_rr_table, n1.skid),
+            (Some(0x21), true, 1_000)
+        );
+        // QEMU's `-cpu max`: not a core rr knows; BR_RETIRED is still tried.
         let qemu = rr_core(&CpuId::Arm { midr: 0x000f_0510 });
-        assert_eq!(qemu.ticks, None);
+        assert_eq!((qemu.ticks, qemu.in_rr_table), (Some(0x21), false));
         let kaby = rr_core(&CpuId::X86 {
             vendor: X86Vendor::Intel,
             family: 6,

@@ -187,14 +187,14 @@ fn each_fault_fails_its_probe_and_no_other() {
 }
 
 /// QEMU's PMU has no branch event: rr's ticks open and read 0, so the
-/// machine is unfit for rr, and the other probes count instructions.
+/// machine is unfit for rr, and the other probes count cycles.
 #[test]
 fn ticks_that_read_zero_make_the_machine_unfit_for_rr_only() {
     let b = battery(GRAVITON2, &[Fault::RawReadsZero]);
     assert_eq!(failed(&b), ["counts"]);
     let counts = b.findings.iter().find(|f| f.probe == "counts").unwrap();
     assert_eq!(counts.unfit_for, [Use::Rr]);
-    assert_eq!(b.counted.as_deref(), Some("instructions"));
+    assert_eq!(b.counted.as_deref(), Some("cycles"));
     assert_eq!(status(&b, "skid"), Status::Pass);
     assert_eq!(b.fitness(Use::Profiler), Fitness::Fit);
 }
@@ -309,4 +309,20 @@ fn the_due_walk_follows_the_re_arm_rules() {
     assert_eq!(end.missed_at_end, 1);
     // One due within the allowance of the DISABLE may still be in flight.
     assert_eq!(past_due(&[100], 100, 205, 10).missed_at_end, 0);
+}
+
+/// QEMU's `-cpu max`: a core rr has no row for, whose BR_RETIRED opens
+/// and reads 0. Unfit for rr on both counts; fit for profilers.
+#[test]
+fn qemu_s_pmu_is_unfit_for_rr_and_fit_for_profilers() {
+    let b = battery("qemu-tcg-debian-6.12", &[Fault::RawReadsZero]);
+    assert_eq!(b.fitness(Use::Rr), unfit(&["pmu", "counts"]));
+    assert_eq!(b.fitness(Use::Profiler), Fitness::Fit);
+    let pmu = b.findings.iter().find(|f| f.probe == "pmu").unwrap();
+    assert!(
+        pmu.evidence.contains("rr has no row for this core"),
+        "{}",
+        pmu.evidence
+    );
+    assert_eq!(b.counted.as_deref(), Some("cycles"));
 }

@@ -1,8 +1,9 @@
 /*!
 `pmustress check`: the fitness battery (`crate::check`) on this machine's
 PMU, the lost-overflow stress as a `pmustress run` of its own (a child
-process writing `stress/` in the check's directory, its console kept out
-of the check's lines), then check.json and one line per probe.
+process writing `stress/` in the check's directory, its console into
+stress-console.txt beside it, out of the check's lines), then check.json
+and one line per probe.
 
 Exit status: for the uses `--for` names, 0 fit, 1 unfit (a probe they need
 failed), 125 could not test (no PMU, no permission, no results directory),
@@ -181,17 +182,23 @@ fn stress(dir: &Path, duration: Duration, battery: &Battery, stops: &[Stop]) -> 
     let mut command = Process::new(exe);
     command.arg("run");
     // QEMU's PMU and others without rr's ticks: the stress counts cycles.
-    if battery.counted.as_deref() == Some("instructions") {
+    if battery.counted.as_deref() == Some("cycles") {
         command.args(["--event", "cycles"]);
     }
+    // Its console, for the record and for why it did not run.
+    let console_path = dir.join("stress-console.txt");
+    let console = match std::fs::File::create(&console_path).and_then(|f| Ok((f.try_clone()?, f))) {
+        Ok(files) => files,
+        Err(e) => return failed(format!("cannot create {}: {e}", console_path.display())),
+    };
     command
         .arg("--duration")
         .arg(format!("{}ms", duration.as_millis()))
         .arg("--out")
         .arg(&out)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stdout(Stdio::from(console.0))
+        .stderr(Stdio::from(console.1));
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot start pmustress run: {e}")),
@@ -210,19 +217,18 @@ fn stress(dir: &Path, duration: Duration, battery: &Battery, stops: &[Stop]) -> 
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read as _;
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let said = std::fs::read_to_string(&console_path).unwrap_or_default();
     let code = status.code().unwrap_or(EXIT_CANNOT_TEST);
     let loaded = match crate::results::loaded::LoadedRun::load(&out) {
         Ok(l) => l,
         Err(_) => {
-            let said = stderr.lines().last().unwrap_or("no results").to_string();
+            let last = said
+                .lines()
+                .rfind(|l| !l.trim().is_empty())
+                .unwrap_or("no results");
             return StressOutcome {
                 exit_status: code,
-                ..failed(format!("pmustress run exited {code}: {said}"))
+                ..failed(format!("pmustress run exited {code}: {last}"))
             };
         }
     };

@@ -247,6 +247,7 @@ fn load_groups(dirs: &[std::path::PathBuf], names: &[&str]) -> anyhow::Result<Ve
 }
 
 fn report_command(args: &ReportArgs) -> i32 {
+    use crate::report::checks::LoadedCheck;
     let runs: Vec<LoadedRun> = match load_groups(&args.dirs, &["<DIR>"]) {
         Ok(groups) => groups.into_iter().flatten().collect(),
         Err(e) => {
@@ -254,6 +255,20 @@ fn report_command(args: &ReportArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let checks: Vec<LoadedCheck> = match loaded_run::checks(&args.dirs)
+        .iter()
+        .map(|d| LoadedCheck::load(d))
+        .collect()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            errln!("error: <DIR> {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    if !checks.is_empty() {
+        return report_checks(args, &checks, &runs);
+    }
     let text = match (args.group_by, args.format) {
         (Some(by), format) => {
             let grouped = match groups::group(&runs, by) {
@@ -283,6 +298,36 @@ fn report_command(args: &ReportArgs) -> i32 {
         }
     }
     emit(&out, unfinished_status(&runs))
+}
+
+/// `report` of checks (and any runs given beside them): the checks'
+/// sections or rows first, then the runs' report.
+fn report_checks(
+    args: &ReportArgs,
+    checks: &[crate::report::checks::LoadedCheck],
+    runs: &[LoadedRun],
+) -> i32 {
+    use crate::report::checks;
+    if args.format == OutputFormat::Json {
+        let rows = args.group_by.map(|by| checks::group(checks, by));
+        let json = serde_json::json!({
+            "checks": checks.iter().map(|c| c.dir.display().to_string()).collect::<Vec<_>>(),
+            "groups": rows,
+            "runs": runs.iter().map(report::summary).collect::<Vec<_>>(),
+        });
+        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+        return emit(&(text + "\n"), unfinished_status(runs));
+    }
+    let mut out = match args.group_by {
+        Some(by) => checks::render_groups(&checks::group(checks, by), by, args.format),
+        None => checks::render(checks, args.format),
+    };
+    if !runs.is_empty() {
+        out.push('\n');
+        out.push_str(report::report(runs, args.format, args.anomalies).trim_end());
+        out.push('\n');
+    }
+    emit(&out, unfinished_status(runs))
 }
 
 /// A run without a verdict is evidence, not a result: a script that reads

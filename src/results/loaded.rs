@@ -354,6 +354,11 @@ pub fn expand(args: &[PathBuf]) -> Result<Vec<Vec<PathBuf>>> {
             if holds_run_json(dir) {
                 return Ok(vec![dir.clone()]);
             }
+            // A check's own directory: the check is its result (its
+            // stress/ run is reported by naming it).
+            if holds_check_json(dir) {
+                return Ok(Vec::new());
+            }
             let mut runs = Vec::new();
             runs_below(dir, MAX_GROUP_DEPTH, &mut runs).with_context(|| {
                 format!(
@@ -362,7 +367,7 @@ pub fn expand(args: &[PathBuf]) -> Result<Vec<Vec<PathBuf>>> {
                 )
             })?;
             runs.sort();
-            if runs.is_empty() {
+            if runs.is_empty() && checks(std::slice::from_ref(dir)).is_empty() {
                 bail!(
                     "{} has no run.json, nor directories below it with one",
                     dir.display()
@@ -381,6 +386,44 @@ fn holds_run_json(dir: &Path) -> bool {
     dir.join("run.json").symlink_metadata().is_ok()
 }
 
+/// Whether `dir` is a `pmustress check`'s results directory.
+pub fn holds_check_json(dir: &Path) -> bool {
+    !holds_run_json(dir) && dir.join("check.json").symlink_metadata().is_ok()
+}
+
+/// The checks' directories among `args` and below them (as `expand`
+/// finds runs), in path order.
+pub fn checks(args: &[PathBuf]) -> Vec<PathBuf> {
+    fn below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            if holds_check_json(&path) {
+                out.push(path);
+            } else if depth > 1 && !holds_run_json(&path) {
+                below(&path, depth - 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for dir in args {
+        if holds_check_json(dir) {
+            out.push(dir.clone());
+        } else if !holds_run_json(dir) {
+            let mut found = Vec::new();
+            below(dir, MAX_GROUP_DEPTH, &mut found);
+            found.sort();
+            out.extend(found);
+        }
+    }
+    out
+}
+
 fn runs_below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir)?.flatten() {
         // file_type() does not follow symlinks: a link is never descended.
@@ -390,6 +433,8 @@ fn runs_below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
         let path = entry.path();
         if holds_run_json(&path) {
             out.push(path);
+        } else if holds_check_json(&path) {
+            // A check's stress run belongs to the check.
         } else if depth > 1 {
             // An unreadable subdirectory is not a run; the others still are.
             let _ = runs_below(&path, depth - 1, out);

@@ -83,6 +83,9 @@ pub struct FakeCounter {
     overflows: Overflows,
     /// Overflows so far, for `LoseEvery`.
     overflowed: u64,
+    /// Events interrupts added to the count (`OvercountAtPmi`): the
+    /// driver re-arms from the hardware counter, which never saw them.
+    added: u64,
 }
 
 impl FakePmu {
@@ -178,15 +181,16 @@ impl FakePmu {
             pending_period: None,
             overflows: Overflows::default(),
             overflowed: 0,
+            added: 0,
         })
     }
 
     /// The counter runs `events` more events, interrupting `skid` past
-    /// each due point it passes. Due points are on the count's own axis
-    /// (the driver re-arms from the count it reads), so events an
-    /// interrupt adds (`OvercountAtPmi`) move the count, not the grid.
+    /// each due point it passes. Due points are on the hardware counter's
+    /// axis (the driver re-arms from it), so events an interrupt adds to
+    /// the count (`OvercountAtPmi`) move the count off the grid.
     fn advance(&self, c: &mut FakeCounter, events: u64) {
-        let mut end = c.count + events;
+        let end = c.count + events;
         while c.period > 0 && c.next_due + self.skid() <= end {
             let due = c.next_due;
             c.overflowed += 1;
@@ -194,10 +198,8 @@ impl FakePmu {
                 .lose_every()
                 .is_some_and(|n| c.overflowed.is_multiple_of(n));
             if !lost {
-                end += self.overcount();
-                c.overflows
-                    .counts
-                    .push(due + self.skid() + self.overcount());
+                c.added += self.overcount();
+                c.overflows.counts.push(due + self.skid() + c.added);
             }
             if let Some(p) = c.pending_period.take() {
                 c.period = p;
@@ -259,7 +261,7 @@ impl ProbeKernel for FakePmu {
         }
         self.advance(sampler, events - before);
         Ok(Sampled {
-            count: Some(sampler.count),
+            count: Some(sampler.count + sampler.added),
             overflows: std::mem::take(&mut sampler.overflows),
         })
     }

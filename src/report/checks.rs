@@ -1,0 +1,217 @@
+//! `report` of `pmustress check` directories: each check's verdicts and
+//! findings, or with `--group-by` one row per group (an instance type, a
+//! host...): how many checks, how many found the machine fit for rr and
+//! for sampling profilers, and the stress's lost overflows per overflow.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::domain::{GroupBy, OutputFormat};
+use crate::report::groups::key_name;
+use crate::report::runs::printable;
+use crate::results::reader::read_bounded;
+
+/// check.json is some kilobytes and the fingerprint; a bigger one is not
+/// ours.
+const MAX_CHECK_JSON_BYTES: u64 = 16 << 20;
+
+/// One check as read back.
+pub struct LoadedCheck {
+    pub dir: PathBuf,
+    doc: Value,
+}
+
+impl LoadedCheck {
+    /// Reads DIR/check.json, refusing what `pmustress check` does not write.
+    pub fn load(dir: &Path) -> Result<LoadedCheck> {
+        let path = dir.join("check.json");
+        let bytes = read_bounded(&path, MAX_CHECK_JSON_BYTES)?;
+        let doc: Value = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{}: not JSON", path.display()))?;
+        if doc["schema"] != "pmustress-check" || !doc["findings"].is_array() {
+            bail!("{}: not a check.json pmustress writes", path.display());
+        }
+        Ok(LoadedCheck {
+            dir: dir.to_path_buf(),
+            doc,
+        })
+    }
+
+    fn fitness(&self, use_: &str) -> &str {
+        self.doc[use_]["fitness"].as_str().unwrap_or("unknown")
+    }
+
+    fn because(&self, use_: &str) -> String {
+        let probes: Vec<&str> = self.doc[use_]["because"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        probes.join(", ")
+    }
+
+    /// (dropped, overflows) of its stress, when it ran one.
+    fn stress(&self) -> Option<(u64, u64)> {
+        let f = self.doc["findings"]
+            .as_array()?
+            .iter()
+            .find(|f| f["probe"] == "lost_overflow" && f["status"] != "SKIP")?;
+        Some((
+            f["numbers"]["dropped"].as_u64()?,
+            f["numbers"]["overflows"].as_u64()?,
+        ))
+    }
+
+    fn key(&self, by: GroupBy) -> String {
+        let fp = &self.doc["fingerprint"];
+        let key = match by {
+            GroupBy::Host => fp.pointer("/kernel/hostname/value"),
+            GroupBy::InstanceType => fp.pointer("/machine/dmi/product_name/value"),
+            GroupBy::Kernel => fp.pointer("/kernel/release/value"),
+            GroupBy::PseudoNmi => fp.pointer("/pseudo_nmi/verdict"),
+        };
+        match key.and_then(Value::as_str).map(str::trim) {
+            Some(k) if !k.is_empty() => k.to_string(),
+            _ => "(unknown)".to_string(),
+        }
+    }
+}
+
+/// Each check: its verdicts, then one line per finding.
+pub fn render(checks: &[LoadedCheck], format: OutputFormat) -> String {
+    let mut s = String::new();
+    for c in checks {
+        let heading = printable(&c.dir.display().to_string()).into_owned();
+        if format == OutputFormat::Markdown {
+            let _ = writeln!(s, "## check {heading}\n");
+        } else {
+            let _ = writeln!(s, "check {heading}");
+        }
+        let say = |use_: &str, name: &str| match c.fitness(use_) {
+            "fit" => format!("fit for {name}"),
+            "unfit" => format!("not fit for {name} ({})", c.because(use_)),
+            other => format!("{name} {other}"),
+        };
+        let _ = writeln!(
+            s,
+            "{}; {} (exit {})",
+            say("rr", "rr"),
+            say("profiler", "sampling profilers"),
+            c.doc["exit_status"]
+        );
+        for f in c.doc["findings"].as_array().into_iter().flatten() {
+            let line = format!(
+                "{} {:<13} {}",
+                f["status"].as_str().unwrap_or("?"),
+                f["probe"].as_str().unwrap_or("?"),
+                printable(f["evidence"].as_str().unwrap_or(""))
+            );
+            if format == OutputFormat::Markdown {
+                let _ = writeln!(s, "    {line}");
+            } else {
+                let _ = writeln!(s, "  {line}");
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// One group's row.
+#[derive(Debug, Serialize)]
+pub struct CheckRow {
+    pub key: String,
+    pub checks: u64,
+    pub fit_for_rr: u64,
+    pub fit_for_profilers: u64,
+    /// Over the checks whose stress ran.
+    pub dropped: u64,
+    pub overflows: u64,
+}
+
+pub fn group(checks: &[LoadedCheck], by: GroupBy) -> Vec<CheckRow> {
+    let mut rows: Vec<CheckRow> = Vec::new();
+    for c in checks {
+        let key = c.key(by);
+        let at = match rows.iter().position(|r| r.key == key) {
+            Some(i) => i,
+            None => {
+                rows.push(CheckRow {
+                    key,
+                    checks: 0,
+                    fit_for_rr: 0,
+                    fit_for_profilers: 0,
+                    dropped: 0,
+                    overflows: 0,
+                });
+                rows.len() - 1
+            }
+        };
+        let r = &mut rows[at];
+        r.checks += 1;
+        r.fit_for_rr += (c.fitness("rr") == "fit") as u64;
+        r.fit_for_profilers += (c.fitness("profiler") == "fit") as u64;
+        if let Some((dropped, overflows)) = c.stress() {
+            r.dropped += dropped;
+            r.overflows += overflows;
+        }
+    }
+    rows.sort_by(|a, b| a.key.cmp(&b.key));
+    rows
+}
+
+pub fn render_groups(rows: &[CheckRow], by: GroupBy, format: OutputFormat) -> String {
+    let by = key_name(by);
+    let mut s = String::new();
+    let lost = |r: &CheckRow| {
+        if r.overflows == 0 {
+            "-".to_string()
+        } else {
+            format!("{} / {}", r.dropped, r.overflows)
+        }
+    };
+    if format == OutputFormat::Markdown {
+        let _ = writeln!(
+            s,
+            "| {by} | checks | fit for rr | fit for profilers | lost / overflows |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                printable(&r.key).replace('|', "\\|"),
+                r.checks,
+                r.fit_for_rr,
+                r.fit_for_profilers,
+                lost(r)
+            );
+        }
+    } else {
+        let width = rows
+            .iter()
+            .map(|r| printable(&r.key).chars().count())
+            .chain([by.len()])
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "{by:<width$} checks  rr-fit  profiler-fit  lost/overflows"
+        );
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "{:<width$} {:>6}  {:>6}  {:>12}  {}",
+                printable(&r.key),
+                r.checks,
+                r.fit_for_rr,
+                r.fit_for_profilers,
+                lost(r)
+            );
+        }
+    }
+    s
+}
