@@ -361,7 +361,8 @@ mark_field() {
         '$1 == m && $2 == n { print (f == "host" ? $NF : $3); exit }' "$1"
 }
 
-# boot_guest DIR IMAGE SMP APPEND INITRD: boot IMAGE under qemu (host-side $TIMEOUT), the
+# boot_guest DIR IMAGE SMP APPEND INITRD: boot IMAGE under qemu ($QEMU_BIN, default the
+# machine's qemu-system-aarch64; host-side $TIMEOUT), the
 # console in DIR/console.log, the init's markers in DIR/marks, "T0 T1 QEMU_RC" in
 # DIR/host-times; unpack the result directory the init printed into DIR/result.
 # Sets QEMU_RC, BOOT_WALL (qemu's wall seconds) and BOOT_SECONDS (wall seconds to /init,
@@ -371,7 +372,7 @@ boot_guest() {
     : >"$dir/marks"
     t0=$EPOCHREALTIME
     set +e
-    timeout -k 10 "$TIMEOUT" qemu-system-aarch64 -M virt,gic-version=3 -cpu "$QEMU_CPU" \
+    timeout -k 10 "$TIMEOUT" "${QEMU_BIN:-qemu-system-aarch64}" -M virt,gic-version=3 -cpu "$QEMU_CPU" \
         -smp "$smp" -m 1024 -nographic -no-reboot -nic none -icount "$QEMU_ICOUNT" \
         -kernel "$image" -initrd "$initrd" -append "$append" </dev/null 2>&1 |
         stamp_markers "$dir/marks" >"$dir/console.log"

@@ -5,7 +5,10 @@
 use super::outcome::{Finding, Use};
 use crate::fingerprint::{Fingerprint, PseudoNmiVerdict};
 
-pub(super) fn pseudo_nmi(fingerprint: &Fingerprint) -> Finding {
+/// `skid_max`: the latest interrupt the skid probe saw, in events past
+/// due, when it measured one: pseudo-NMI closes the stop's window only
+/// where the interrupt comes at the overflow.
+pub(super) fn pseudo_nmi(fingerprint: &Fingerprint, skid_max: Option<u64>) -> Finding {
     let p = &fingerprint.pseudo_nmi;
     let evidence = format!(
         "{}{}",
@@ -17,7 +20,17 @@ pub(super) fn pseudo_nmi(fingerprint: &Fingerprint) -> Finding {
     );
     let expect = "the overflow interrupt is an NMI (x86), or arm64's pseudo-NMI is on";
     match p.verdict {
-        PseudoNmiVerdict::Enabled => Finding::pass("pseudo_nmi", evidence, expect),
+        PseudoNmiVerdict::Enabled => match skid_max {
+            Some(late) if late > 0 => Finding::warn(
+                "pseudo_nmi",
+                format!("{evidence}; but interrupts come up to {late} events late (skid)"),
+                expect,
+            )
+            .remedy(
+                "pseudo-NMI does not close the window a skid leaves: a stop before the NMI is raised still clears the overflow (lost_overflow measures it; on the QEMU bed at 0..1,000 events of skid the driver lost 26 of 175,021 overflows under the default stress, 148 per 10,396 at 0..10,000)",
+            ),
+            _ => Finding::pass("pseudo_nmi", evidence, expect),
+        },
         PseudoNmiVerdict::NotApplicable => Finding::pass(
             "pseudo_nmi",
             "not arm64: PMU interrupts are NMIs".into(),

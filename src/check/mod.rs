@@ -113,7 +113,11 @@ impl Battery {
                 findings.push(Finding::skip(probe, "needs the PMU (see pmu)".into(), None));
             }
         }
-        findings.push(machine::pseudo_nmi(fingerprint));
+        let skid_max = findings
+            .iter()
+            .find(|f| f.probe == "skid" && f.status != outcome::Status::Skip)
+            .and_then(|f| f.numbers.get("max").copied());
+        findings.push(machine::pseudo_nmi(fingerprint, skid_max));
         findings.push(machine::knobs(fingerprint));
         findings.push(machine::instance(fingerprint));
         Battery {

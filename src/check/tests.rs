@@ -326,3 +326,20 @@ fn qemu_s_pmu_is_unfit_for_rr_and_fit_for_profilers() {
     );
     assert_eq!(b.counted.as_deref(), Some("cycles"));
 }
+
+/// Pseudo-NMI on a PMU that skids: the window between the overflow and
+/// its NMI stays open, and the line says so with the skid measured.
+#[test]
+fn pseudo_nmi_with_skid_warns() {
+    let nmi = "graviton3-c7g-nmi-enabled";
+    assert_eq!(status(&battery(nmi, &[]), "pseudo_nmi"), Status::Pass);
+    let b = battery(nmi, &[Fault::Skid(700)]);
+    let f = b.findings.iter().find(|f| f.probe == "pseudo_nmi").unwrap();
+    assert_eq!(f.status, Status::Warn);
+    assert!(
+        f.evidence.contains("up to 700 events late"),
+        "{}",
+        f.evidence
+    );
+    assert!(failed(&b).is_empty(), "{:#?}", b.findings);
+}
