@@ -273,3 +273,33 @@ fn report_reads_checks_alone_and_grouped() {
         "{stdout}"
     );
 }
+
+/// A stress that cannot conclude (here the workers get no overflow until
+/// the watchdog stops them) rules no loss out: both uses are undecided,
+/// 125, never fit.
+#[test]
+fn an_inconclusive_stress_leaves_the_uses_undecided() {
+    let idle = [Step::Switch { before_due: 99_000 }, Step::Idle];
+    let script = Script::default().worker(idle).worker(idle);
+    let dir = tempfile::tempdir().unwrap();
+    let out = check(&[], Some(script), &["--duration", "1h"], dir.path());
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "{stdout}{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("WARN lost_overflow inconclusive"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("rr undecided (lost_overflow); sampling profilers undecided (lost_overflow)"),
+        "{stdout}"
+    );
+    let doc = check_json(dir.path());
+    assert_eq!(doc["profiler"]["fitness"], "undecided");
+    assert_eq!(doc["exit_status"], 125);
+}

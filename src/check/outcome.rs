@@ -54,6 +54,9 @@ pub struct Finding {
     pub status: Status,
     /// The uses a FAIL here makes unfit (empty unless FAIL).
     pub unfit_for: Vec<Use>,
+    /// The uses this probe could not decide though it ran (a stress too
+    /// short to conclude): they are neither fit nor unfit.
+    pub undecided_for: Vec<Use>,
     /// What was measured, in words with the numbers.
     pub evidence: String,
     /// The known answer, and where it comes from (rr's rule, the driver).
@@ -70,6 +73,7 @@ impl Finding {
             probe,
             status,
             unfit_for: Vec::new(),
+            undecided_for: Vec::new(),
             evidence,
             expectation: expectation.to_string(),
             remedy: None,
@@ -99,6 +103,18 @@ impl Finding {
         f
     }
 
+    /// A WARN that leaves `uses` undecided.
+    pub fn undecided(
+        probe: &'static str,
+        uses: &[Use],
+        evidence: String,
+        expectation: &str,
+    ) -> Finding {
+        let mut f = Finding::new(probe, Status::Warn, evidence, expectation);
+        f.undecided_for = uses.to_vec();
+        f
+    }
+
     pub fn remedy(mut self, remedy: impl Into<String>) -> Finding {
         self.remedy = Some(remedy.into());
         self
@@ -121,6 +137,10 @@ pub enum Fitness {
     },
     /// The PMU could not be measured here (none, or no permission).
     Untested,
+    /// Nothing failed, but these probes could not conclude.
+    Undecided {
+        because: Vec<&'static str>,
+    },
 }
 
 impl Fitness {
@@ -135,23 +155,35 @@ impl Fitness {
             .filter(|f| f.unfit_for.contains(&use_))
             .map(|f| f.probe)
             .collect();
+        if !because.is_empty() {
+            return Fitness::Unfit { because };
+        }
+        let because: Vec<&'static str> = findings
+            .iter()
+            .filter(|f| f.undecided_for.contains(&use_))
+            .map(|f| f.probe)
+            .collect();
         if because.is_empty() {
             Fitness::Fit
         } else {
-            Fitness::Unfit { because }
+            Fitness::Undecided { because }
         }
     }
 }
 
-/// The uses the exit status answers for (`--for`).
+/// The uses the exit status answers for (`--for`): unfit is 1 whatever
+/// else could not be decided; untested or undecided, 125.
 pub fn exit_status(asked: &[(Use, Fitness)]) -> i32 {
-    if asked.iter().any(|(_, f)| *f == Fitness::Untested) {
-        EXIT_CANNOT_TEST
-    } else if asked
+    if asked
         .iter()
         .any(|(_, f)| matches!(f, Fitness::Unfit { .. }))
     {
         EXIT_DROPPED
+    } else if asked
+        .iter()
+        .any(|(_, f)| matches!(f, Fitness::Untested | Fitness::Undecided { .. }))
+    {
+        EXIT_CANNOT_TEST
     } else {
         EXIT_CLEAN
     }

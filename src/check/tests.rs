@@ -274,10 +274,18 @@ fn the_lost_overflow_stress_is_judged_by_its_verdict() {
     let dropped = lost_overflow(Some(&outcome("dropped", 3)));
     assert_eq!(dropped.status, Status::Fail);
     assert_eq!(dropped.unfit_for, [Use::Rr, Use::Profiler]);
+    let inconclusive = lost_overflow(Some(&outcome("inconclusive", 0)));
+    assert_eq!(inconclusive.status, Status::Warn);
+    assert_eq!(inconclusive.undecided_for, [Use::Rr, Use::Profiler]);
+    // Nothing failed and the stress could not say: neither fit nor unfit.
+    let undecided = Fitness::of(Use::Profiler, std::slice::from_ref(&inconclusive), true);
     assert_eq!(
-        lost_overflow(Some(&outcome("inconclusive", 0))).status,
-        Status::Skip
+        undecided,
+        Fitness::Undecided {
+            because: vec!["lost_overflow"]
+        }
     );
+    assert_eq!(outcome::exit_status(&[(Use::Profiler, undecided)]), 125);
     assert_eq!(lost_overflow(None).status, Status::Skip);
 }
 

@@ -277,6 +277,9 @@ fn lines(doc: &CheckDocument<'_>, dir: &Path) -> String {
             format!("not fit for {} ({})", u.as_str(), because.join(", "))
         }
         Fitness::Untested => format!("{} untested", u.as_str()),
+        Fitness::Undecided { because } => {
+            format!("{} undecided ({})", u.as_str(), because.join(", "))
+        }
     };
     let verdict = if b.tested {
         format!(

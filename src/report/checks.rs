@@ -93,6 +93,7 @@ pub fn render(checks: &[LoadedCheck], format: OutputFormat) -> String {
         let say = |use_: &str, name: &str| match c.fitness(use_) {
             "fit" => format!("fit for {name}"),
             "unfit" => format!("not fit for {name} ({})", c.because(use_)),
+            "undecided" => format!("{name} undecided ({})", c.because(use_)),
             other => format!("{name} {other}"),
         };
         let _ = writeln!(
