@@ -303,3 +303,58 @@ fn an_inconclusive_stress_leaves_the_uses_undecided() {
     assert_eq!(doc["profiler"]["fitness"], "undecided");
     assert_eq!(doc["exit_status"], 125);
 }
+
+/// A stop signal to check (only to it: not its process group) reaches
+/// the stress too: the run stops and saves what it measured, check.json
+/// says which signal, and both exit 128 + N.
+#[test]
+fn a_stop_signal_ends_the_stress_and_the_check_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let pmu_file = dir.path().join("pmu.json");
+    let pmu = FakePmu::new(fixture(GRAVITON2), &[]);
+    std::fs::write(&pmu_file, serde_json::to_string(&pmu).unwrap()).unwrap();
+    // Long enough in real time (some seconds) to be stopped on the way.
+    let steps = [Step::Switch { before_due: 99_000 }, Step::OVERFLOW].repeat(100_000);
+    let scripted = Scripted {
+        machine: fixture(GRAVITON2),
+        cpus: vec![0, 1],
+        script: Script::default().worker(steps.clone()).worker(steps),
+    };
+    let script_file = dir.path().join("script.json");
+    std::fs::write(&script_file, serde_json::to_string(&scripted).unwrap()).unwrap();
+    let out_dir = dir.path().join("c");
+    let child = crate::util::pmustress_child()
+        .env(PMU_ENV, &pmu_file)
+        .env(SCRIPT_ENV, &script_file)
+        .args(["check", "--duration", "1h", "--out"])
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The stress has started once its run.json is there (a minute is a
+    // stress that never starts: a failure, not a wait).
+    let started = std::time::Instant::now();
+    while !out_dir.join("stress/run.json").exists() {
+        assert!(started.elapsed().as_secs() < 60, "the stress never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    crate::util::send_signal(child.id() as i32, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{stdout}{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("stopped by signal 15"), "{stdout}");
+    let doc = check_json(dir.path());
+    assert_eq!(doc["interrupted_by"], 15);
+    assert_eq!(doc["exit_status"], 143);
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("stress/run.json")).unwrap())
+            .unwrap();
+    assert_eq!(run["verdict"], "interrupted");
+    assert_eq!(run["exit_status"], 143);
+}

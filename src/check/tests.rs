@@ -351,3 +351,29 @@ fn pseudo_nmi_with_skid_warns() {
     );
     assert!(failed(&b).is_empty(), "{:#?}", b.findings);
 }
+
+/// The knobs judged: a paranoid level that keeps users out and a lowered
+/// sample rate are warnings naming the sysctl, never failures.
+#[test]
+fn knobs_that_get_in_the_way_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    copy_tree(&fixture(GRAVITON2), root);
+    let kernel = root.join("proc/sys/kernel");
+    std::fs::write(kernel.join("perf_event_paranoid"), "3\n").unwrap();
+    std::fs::write(kernel.join("perf_event_max_sample_rate"), "25000\n").unwrap();
+    let b = Battery::measure(&FakePmu::new(root, &[]), &Fingerprint::collect(root));
+    let knobs = b.findings.iter().find(|f| f.probe == "knobs").unwrap();
+    assert_eq!(knobs.status, Status::Warn);
+    let remedy = knobs.remedy.as_deref().unwrap();
+    assert!(
+        remedy.contains("sysctl kernel.perf_event_paranoid=2"),
+        "{remedy}"
+    );
+    assert!(
+        remedy.contains("perf_event_max_sample_rate 25000"),
+        "{remedy}"
+    );
+    assert_eq!(knobs.numbers["perf_event_paranoid"], 3);
+    assert!(failed(&b).is_empty());
+}
