@@ -20,7 +20,7 @@ this, and that this graph is the code's):
 ```text
 testkit -> domain, engine, judge, records
 cli -> check, config, domain, engine, fingerprint, judge, records, report, results, stats, verdict
-report -> domain, engine, fingerprint, judge, records, results, stats, verdict
+report -> check, domain, engine, fingerprint, judge, records, results, stats, verdict
 results -> config, domain, engine, fingerprint, judge, records, stats, verdict
 check -> domain, engine, fingerprint
 verdict -> config, domain, judge, stats

@@ -66,53 +66,49 @@ pub(super) fn counts<P: ProbeKernel>(pmu: &P, found: &Found) -> Counts {
     let n = LOOP_BRANCHES;
     let value = |r: &Result<Option<u64>, String>| r.as_ref().ok().copied().flatten().unwrap_or(0);
     let mut parts = Vec::new();
-    let mut rr_fails = false;
-    let mut profiler_fails = false;
     let mut finding_numbers = Vec::new();
+    // One event over the loop: its count, said and kept, and whether it
+    // reached `least`.
+    let mut measure = |label: &'static str, event: ProbeEvent, least: u64| {
+        let r = count_one(pmu, event, n);
+        parts.push(format!("{label} {}", shown(&r)));
+        finding_numbers.push((label, value(&r)));
+        (value(&r) >= least).then_some(value(&r))
+    };
     let subject = |event, name: String, per_loop, is_ticks| Subject {
         event,
         name,
         per_loop,
         is_ticks,
     };
+    let (mut rr_fails, mut profiler_fails) = (false, false);
     let mut ticks_subject = None;
     if let Some(ticks) = found.ticks {
-        let r = count_one(pmu, ticks, n);
-        parts.push(format!("ticks {}", shown(&r)));
-        finding_numbers.push(("ticks", value(&r)));
-        if value(&r) >= n {
-            let name = format!("rr's ticks (r{:x})", ticks.config);
-            ticks_subject = Some(subject(ticks, name, value(&r), true));
-        } else {
-            rr_fails = true;
+        match measure("ticks", ticks, n) {
+            Some(count) => {
+                let name = format!("rr's ticks (r{:x})", ticks.config);
+                ticks_subject = Some(subject(ticks, name, count, true));
+            }
+            None => rr_fails = true,
         }
     }
     let mut instructions = None;
     if found.instructions {
-        let r = count_one(pmu, ProbeEvent::INSTRUCTIONS, n);
-        parts.push(format!("instructions {}", shown(&r)));
-        finding_numbers.push(("instructions", value(&r)));
-        if value(&r) >= 2 * n {
-            let name = "instructions".to_string();
-            instructions = Some(subject(ProbeEvent::INSTRUCTIONS, name, value(&r), false));
-        } else {
-            profiler_fails = true;
+        match measure("instructions", ProbeEvent::INSTRUCTIONS, 2 * n) {
+            Some(count) => {
+                let name = "instructions".to_string();
+                instructions = Some(subject(ProbeEvent::INSTRUCTIONS, name, count, false));
+            }
+            None => profiler_fails = true,
         }
     }
     let mut cycles = None;
     if found.cycles {
-        let r = count_one(pmu, ProbeEvent::CYCLES, n);
-        parts.push(format!("cycles {}", shown(&r)));
-        finding_numbers.push(("cycles", value(&r)));
-        if value(&r) > 0 {
-            cycles = Some(subject(
-                ProbeEvent::CYCLES,
-                "cycles".into(),
-                value(&r),
-                false,
-            ));
-        } else {
-            profiler_fails = true;
+        match measure("cycles", ProbeEvent::CYCLES, 1) {
+            Some(count) => {
+                cycles = Some(subject(ProbeEvent::CYCLES, "cycles".into(), count, false));
+            }
+            None => profiler_fails = true,
         }
     }
     // Interrupt timing on what a profiler samples first (perf record's
@@ -201,8 +197,8 @@ pub(super) fn counters<P: ProbeKernel>(
 }
 
 /// The finding, and the tolerance of a comparison of two counts of this
-/// event (the median's distance from the least count).
-pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Finding, u64) {
+/// event (the median's distance from the least count), if it counted.
+pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Finding, Option<u64>) {
     let counter = match pmu.open_counter(subject.event, false) {
         Ok(c) => c,
         Err(e) => {
@@ -212,7 +208,7 @@ pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Findin
                     format!("cannot open {}: {e}", subject.name),
                     None,
                 ),
-                0,
+                None,
             );
         }
     };
@@ -224,7 +220,7 @@ pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Findin
             Err(e) => {
                 return (
                     Finding::skip("determinism", format!("cannot count: {e}"), None),
-                    0,
+                    None,
                 );
             }
         }
@@ -232,7 +228,7 @@ pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Findin
     let (Some(&min), Some(&max)) = (seen.iter().min(), seen.iter().max()) else {
         return (
             Finding::skip("determinism", "the counter was in error state".into(), None),
-            0,
+            None,
         );
     };
     let spread = max - min;
@@ -262,7 +258,7 @@ pub(super) fn determinism<P: ProbeKernel>(pmu: &P, subject: &Subject) -> (Findin
             .number("max", max)
             .number("spread", spread)
             .number("tolerance", tolerance),
-        tolerance,
+        Some(tolerance),
     )
 }
 

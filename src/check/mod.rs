@@ -39,15 +39,6 @@ use crate::fingerprint::Fingerprint;
 pub use machine::{StressOutcome, lost_overflow};
 use outcome::{Finding, Fitness, Use};
 
-/// What `check` was asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    /// The uses the exit status answers for.
-    pub uses: Vec<Use>,
-    /// Leave out the lost-overflow stress.
-    pub quick: bool,
-}
-
 /// The battery's findings and what they make of each use.
 #[derive(Debug, Clone, Serialize)]
 pub struct Battery {
@@ -84,7 +75,7 @@ impl Battery {
                 Some(exact) => {
                     let (finding, tolerance) = counting::determinism(pmu, exact);
                     findings.push(finding);
-                    Some(tolerance)
+                    tolerance
                 }
                 None => {
                     findings.push(skipped("determinism"));

@@ -171,6 +171,34 @@ impl Fitness {
     }
 }
 
+impl Fitness {
+    /// check.json's `fitness` word, and the probes behind it.
+    pub fn parts(&self) -> (&'static str, &[&'static str]) {
+        match self {
+            Fitness::Fit => ("fit", &[]),
+            Fitness::Unfit { because } => ("unfit", because),
+            Fitness::Untested => ("untested", &[]),
+            Fitness::Undecided { because } => ("undecided", because),
+        }
+    }
+}
+
+/// One use's verdict in words, from check.json's `fitness` word and its
+/// probes: what `check` prints and what `report` prints of a check.
+pub fn verdict_words(use_name: &str, fitness: &str, because: &[&str]) -> String {
+    match fitness {
+        "fit" => format!("fit for {use_name}"),
+        "unfit" => format!("not fit for {use_name} ({})", because.join(", ")),
+        "undecided" => format!("{use_name} undecided ({})", because.join(", ")),
+        other => format!("{use_name} {other}"),
+    }
+}
+
+/// One finding's line: its status, the probe, what was measured.
+pub fn finding_line(status: &str, probe: &str, evidence: &str) -> String {
+    format!("{status} {probe:<13} {evidence}")
+}
+
 /// The uses the exit status answers for (`--for`): unfit is 1 whatever
 /// else could not be decided; untested or undecided, 125.
 pub fn exit_status(asked: &[(Use, Fitness)]) -> i32 {

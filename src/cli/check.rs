@@ -12,15 +12,16 @@ failed), 125 could not test (no PMU, no permission, no results directory),
 
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Stdio};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::check::outcome::{Finding, Fitness, Status, Use, exit_status};
+use crate::check::outcome::{
+    Finding, Fitness, Status, Use, exit_status, finding_line, verdict_words,
+};
 use crate::check::{Battery, StressOutcome, lost_overflow};
 use crate::cli::emit::emit;
-use crate::cli::stops::{Stop, install_stops};
+use crate::cli::stops::{Stop, install_stops, stopped_by};
 use crate::cli::{CheckArgs, CheckFor};
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat};
 use crate::engine::kernel::probe::ProbeKernel;
@@ -61,14 +62,6 @@ fn uses(for_use: CheckFor) -> Vec<Use> {
     }
 }
 
-/// The signal that stopped us, if one has.
-fn stopped_by(stops: &[Stop]) -> Option<i32> {
-    stops
-        .iter()
-        .find(|(_, flag)| flag.load(Ordering::Relaxed))
-        .map(|(sig, _)| *sig)
-}
-
 pub fn check_command<P: ProbeKernel>(args: &CheckArgs, pmu: &P) -> i32 {
     let stops = match install_stops() {
         Ok(s) => s,
@@ -95,7 +88,12 @@ pub fn check_command<P: ProbeKernel>(args: &CheckArgs, pmu: &P) -> i32 {
     }
     let interrupted_by = stopped_by(&stops);
     let asked = uses(args.for_use);
-    let fitness: Vec<(Use, Fitness)> = asked.iter().map(|u| (*u, battery.fitness(*u))).collect();
+    let (rr, profiler) = (battery.fitness(Use::Rr), battery.fitness(Use::Profiler));
+    let of = |u: Use| match u {
+        Use::Rr => rr.clone(),
+        Use::Profiler => profiler.clone(),
+    };
+    let fitness: Vec<(Use, Fitness)> = asked.iter().map(|u| (*u, of(*u))).collect();
     let status = interrupted_by.map_or_else(|| exit_status(&fitness), |sig| 128 + sig);
     let document = CheckDocument {
         schema: "pmustress-check",
@@ -104,8 +102,8 @@ pub fn check_command<P: ProbeKernel>(args: &CheckArgs, pmu: &P) -> i32 {
         for_uses: asked,
         quick: args.quick,
         stress_duration_s: args.duration.as_secs_f64(),
-        rr: battery.fitness(Use::Rr),
-        profiler: battery.fitness(Use::Profiler),
+        rr,
+        profiler,
         exit_status: status,
         interrupted_by,
         battery: &battery,
@@ -269,17 +267,11 @@ fn lines(doc: &CheckDocument<'_>, dir: &Path) -> String {
         b.counted.as_deref().unwrap_or("nothing")
     ));
     for f in &b.findings {
-        out.push_str(&finding_line(f));
+        out.push_str(&finding_lines(f));
     }
-    let say = |u: Use, f: &Fitness| match f {
-        Fitness::Fit => format!("fit for {}", u.as_str()),
-        Fitness::Unfit { because } => {
-            format!("not fit for {} ({})", u.as_str(), because.join(", "))
-        }
-        Fitness::Untested => format!("{} untested", u.as_str()),
-        Fitness::Undecided { because } => {
-            format!("{} undecided ({})", u.as_str(), because.join(", "))
-        }
+    let say = |u: Use, f: &Fitness| {
+        let (fitness, because) = f.parts();
+        verdict_words(u.as_str(), fitness, because)
     };
     let verdict = if b.tested {
         format!(
@@ -308,8 +300,10 @@ fn lines(doc: &CheckDocument<'_>, dir: &Path) -> String {
     out
 }
 
-fn finding_line(f: &Finding) -> String {
-    let mut line = format!("{} {:<13} {}\n", f.status.as_str(), f.probe, f.evidence);
+/// A finding's line, and for one that is not a PASS a second with what
+/// was expected and what to do.
+fn finding_lines(f: &Finding) -> String {
+    let mut line = finding_line(f.status.as_str(), f.probe, &f.evidence) + "\n";
     if f.status != Status::Pass {
         let mut more = Vec::new();
         if !f.expectation.is_empty() && f.status != Status::Skip {

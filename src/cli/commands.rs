@@ -8,11 +8,10 @@ interrupts), 2 usage, 125 cannot test here.
 */
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 
 use crate::cli::console;
 pub use crate::cli::emit::{emit, emit_bytes};
-use crate::cli::stops::{Stopped, install_stops};
+use crate::cli::stops::{Stopped, install_stops, stopped_by};
 use crate::cli::validate::{ConfigError, Refused};
 use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs, RunArgs};
 use crate::config::RunConfig;
@@ -567,12 +566,7 @@ fn run_steps<K: Kernel>(args: &RunArgs, machine: &K) -> Result<i32, Stopped> {
         .collect();
     let (mut cfg, queue_tight) = validate(args, &allowed, &platform, &argv, &fingerprint)?;
 
-    let stop_signal = || {
-        stops
-            .iter()
-            .find(|(_, flag)| flag.load(Ordering::Relaxed))
-            .map(|(sig, _)| *sig)
-    };
+    let stop_signal = || stopped_by(&stops);
 
     let files = create_results_dir(&mut cfg, &argv, &fingerprint)?;
     let cfg = cfg;

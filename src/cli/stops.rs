@@ -2,7 +2,7 @@
 //! measured.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::domain::EXIT_CANNOT_TEST;
 
@@ -59,3 +59,11 @@ const STOP_SIGNALS: [libc::c_int; 11] = [
     libc::SIGVTALRM,
     libc::SIGPROF,
 ];
+
+/// The signal that stopped us, if one has.
+pub(crate) fn stopped_by(stops: &[Stop]) -> Option<i32> {
+    stops
+        .iter()
+        .find(|(_, flag)| flag.load(Ordering::Relaxed))
+        .map(|(sig, _)| *sig)
+}

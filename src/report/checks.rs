@@ -10,8 +10,9 @@ use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::check::outcome::{Use, finding_line, verdict_words};
 use crate::domain::{GroupBy, OutputFormat};
-use crate::report::groups::key_name;
+use crate::report::groups::{key_from, key_name};
 use crate::report::runs::printable;
 use crate::results::reader::read_bounded;
 
@@ -45,12 +46,11 @@ impl LoadedCheck {
         self.doc[use_]["fitness"].as_str().unwrap_or("unknown")
     }
 
-    fn because(&self, use_: &str) -> String {
-        let probes: Vec<&str> = self.doc[use_]["because"]
+    fn because(&self, use_: &str) -> Vec<&str> {
+        self.doc[use_]["because"]
             .as_array()
             .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        probes.join(", ")
+            .unwrap_or_default()
     }
 
     /// (dropped, overflows) of its stress, when it ran one.
@@ -65,18 +65,11 @@ impl LoadedCheck {
         ))
     }
 
+    /// The group it falls under, as a run on the same machine would.
     fn key(&self, by: GroupBy) -> String {
-        let fp = &self.doc["fingerprint"];
-        let key = match by {
-            GroupBy::Host => fp.pointer("/kernel/hostname/value"),
-            GroupBy::InstanceType => fp.pointer("/machine/dmi/product_name/value"),
-            GroupBy::Kernel => fp.pointer("/kernel/release/value"),
-            GroupBy::PseudoNmi => fp.pointer("/pseudo_nmi/verdict"),
-        };
-        match key.and_then(Value::as_str).map(str::trim) {
-            Some(k) if !k.is_empty() => k.to_string(),
-            _ => "(unknown)".to_string(),
-        }
+        let fingerprint = &self.doc["fingerprint"];
+        let pseudo_nmi = fingerprint["pseudo_nmi"]["verdict"].as_str();
+        key_from(fingerprint, pseudo_nmi, by)
     }
 }
 
@@ -90,25 +83,25 @@ pub fn render(checks: &[LoadedCheck], format: OutputFormat) -> String {
         } else {
             let _ = writeln!(s, "check {heading}");
         }
-        let say = |use_: &str, name: &str| match c.fitness(use_) {
-            "fit" => format!("fit for {name}"),
-            "unfit" => format!("not fit for {name} ({})", c.because(use_)),
-            "undecided" => format!("{name} undecided ({})", c.because(use_)),
-            other => format!("{name} {other}"),
+        let say = |u: Use| {
+            let key = match u {
+                Use::Rr => "rr",
+                Use::Profiler => "profiler",
+            };
+            verdict_words(u.as_str(), c.fitness(key), &c.because(key))
         };
         let _ = writeln!(
             s,
             "{}; {} (exit {})",
-            say("rr", "rr"),
-            say("profiler", "sampling profilers"),
+            say(Use::Rr),
+            say(Use::Profiler),
             c.doc["exit_status"]
         );
         for f in c.doc["findings"].as_array().into_iter().flatten() {
-            let line = format!(
-                "{} {:<13} {}",
+            let line = finding_line(
                 f["status"].as_str().unwrap_or("?"),
                 f["probe"].as_str().unwrap_or("?"),
-                printable(f["evidence"].as_str().unwrap_or(""))
+                &printable(f["evidence"].as_str().unwrap_or("")),
             );
             if format == OutputFormat::Markdown {
                 let _ = writeln!(s, "    {line}");

@@ -166,11 +166,23 @@ pub fn pick_two(
 
 /// The key a run falls under.
 pub fn key_of(run: &LoadedRun, by: GroupBy) -> String {
+    let pseudo_nmi = run.run.pseudo_nmi().map(|p| p.verdict.as_str());
+    key_from(run.run.fingerprint(), pseudo_nmi, by)
+}
+
+/// The key of a result measured on the machine `fingerprint` describes
+/// (a run's, a check's), its pseudo-NMI verdict as the result holds it.
+pub fn key_from(fingerprint: &serde_json::Value, pseudo_nmi: Option<&str>, by: GroupBy) -> String {
+    let field = |pointer: &str| {
+        fingerprint
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+    };
     let key = match by {
-        GroupBy::Host => run.fingerprint_str("/kernel/hostname/value"),
-        GroupBy::InstanceType => run.fingerprint_str("/machine/dmi/product_name/value"),
-        GroupBy::Kernel => run.fingerprint_str("/kernel/release/value"),
-        GroupBy::PseudoNmi => run.run.pseudo_nmi().map(|p| p.verdict.as_str()),
+        GroupBy::Host => field("/kernel/hostname/value"),
+        GroupBy::InstanceType => field("/machine/dmi/product_name/value"),
+        GroupBy::Kernel => field("/kernel/release/value"),
+        GroupBy::PseudoNmi => pseudo_nmi,
     };
     match key.map(str::trim) {
         Some(k) if !k.is_empty() => k.to_string(),

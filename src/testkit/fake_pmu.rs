@@ -109,28 +109,29 @@ impl FakePmu {
         self.faults.contains(&fault)
     }
 
+    /// The number a fault with one carries, if the PMU has that fault.
+    fn amount(&self, of: fn(&Fault) -> Option<u64>) -> Option<u64> {
+        self.faults.iter().find_map(of)
+    }
+
     fn skid(&self) -> u64 {
-        self.faults
-            .iter()
-            .find_map(|f| match f {
-                Fault::Skid(n) => Some(*n),
-                _ => None,
-            })
-            .unwrap_or(0)
+        self.amount(|f| match f {
+            Fault::Skid(n) => Some(*n),
+            _ => None,
+        })
+        .unwrap_or(0)
     }
 
     fn overcount(&self) -> u64 {
-        self.faults
-            .iter()
-            .find_map(|f| match f {
-                Fault::OvercountAtPmi(n) => Some(*n),
-                _ => None,
-            })
-            .unwrap_or(0)
+        self.amount(|f| match f {
+            Fault::OvercountAtPmi(n) => Some(*n),
+            _ => None,
+        })
+        .unwrap_or(0)
     }
 
     fn lose_every(&self) -> Option<u64> {
-        self.faults.iter().find_map(|f| match f {
+        self.amount(|f| match f {
             Fault::LoseEvery(n) => Some(*n),
             _ => None,
         })
