@@ -17,6 +17,10 @@
 #                    exits 0, for git bisect start --term-old=broken --term-new=fixed
 #   --smp N          vCPUs (default 4; pmustress runs one worker per vCPU)
 #   --append PARAMS  extra kernel parameters (e.g. irqchip.gicv3_pseudo_nmi=1)
+#   --skid SPEC      boot under the QEMU that skids (qemu/build-qemu.sh, built once and
+#                    cached) with PMUSTRESS_QEMU_SKID=SPEC: fixed:N, uniform:N or tail:N
+#                    events between the overflow flag and its interrupt, as real cores
+#                    take it (qemu/README.md, "Skid")
 #   --max-guest-seconds N  give up undecided after N guest seconds (default 10; 125)
 #   --build-only     build the kernel and exit 0 (125 if it does not build)
 #   --src DIR        pmustress source tree (default: the repository holding this script)
@@ -148,7 +152,7 @@ build_kernel() {
 }
 
 main() {
-    local fix=0 build_only=0 append="" rate_args=() extra=() defaults=() i rc verdict mapped initrd
+    local fix=0 build_only=0 append="" skid="" skid_qemu="" rate_args=() extra=() defaults=() i rc verdict mapped initrd
     local report overflows needed dropped guest wall reason start=$SECONDS
     trap on_exit EXIT
     # Interrupted (Ctrl-C, a killed bisect): stop the bisect, never mark the commit.
@@ -156,7 +160,7 @@ main() {
     SRC=${PMUSTRESS_SRC:-$(cd "$QEMU_DIR/.." && pwd)}
     while (($#)); do
         case $1 in
-        --bad-rate | --confidence | --baseline | --smp | --append | --src | --max-guest-seconds)
+        --bad-rate | --confidence | --baseline | --smp | --append | --skid | --src | --max-guest-seconds)
             (($# >= 2)) || { echo "bisect-step: $1 needs a value" >&2; usage >&2; exit 2; }
             case $1 in
             --bad-rate) BAD_RATE=$2 ;;
@@ -164,6 +168,7 @@ main() {
             --baseline) BASELINE=$(cd "$2" && pwd) || exit 2 ;;
             --smp) SMP=$2 ;;
             --append) append=$2 ;;
+            --skid) skid=$2 ;;
             --src) SRC=$2 ;;
             --max-guest-seconds) RUN_CAP=$2 ;;
             esac
@@ -178,6 +183,8 @@ main() {
     [[ $SMP =~ ^[1-9][0-9]*$ ]] || { echo "bisect-step: --smp takes a number, got $SMP" >&2; exit 2; }
     [[ $RUN_CAP =~ ^[1-9][0-9]*$ ]] ||
         { echo "bisect-step: --max-guest-seconds takes a number, got $RUN_CAP" >&2; exit 2; }
+    [[ -z $skid || $skid =~ ^(fixed|uniform|tail):[0-9]+$ ]] ||
+        { echo "bisect-step: --skid takes fixed:N, uniform:N or tail:N, got $skid" >&2; exit 2; }
     [[ $(id -u) == 0 ]] || die "run as root (apt-get)"
     TOP=$(git rev-parse --show-toplevel 2>/dev/null) || die "not inside a git work tree"
     TOP=$(cd "$TOP" && pwd -P)
@@ -195,6 +202,11 @@ main() {
         fetch_busybox
         build_pmustress
         build_host_pmustress
+        if [[ -n $skid ]]; then
+            log "bisect-step: the QEMU that skids (qemu/build-qemu.sh; log: $TREE_DIR/build-qemu.log)"
+            skid_qemu=$("$QEMU_DIR/build-qemu.sh" 2>"$TREE_DIR/build-qemu.log" | tail -n1) ||
+                die "building the QEMU that skids failed (see $TREE_DIR/build-qemu.log)"
+        fi
         if [[ -n ${BASELINE:-} ]]; then
             rate_args=(--baseline /baseline)
         else
@@ -231,9 +243,14 @@ main() {
     make_initramfs "$initrd"
     append="console=ttyAMA0 panic=-1${append:+ $append}"
     printf '%s\n' "commit $(cat "$STEP/commit")" "append $append" "smp $SMP" \
-        "run /pmustress run ${RUN_ARGS[*]}" >"$STEP/boot.txt"
-    log "bisect-step: booting ${COMMIT:0:12} (-smp $SMP): pmustress run ${RUN_ARGS[*]}"
-    boot_guest "$STEP" "$STEP/Image" "$SMP" "$append" "$initrd"
+        "run /pmustress run ${RUN_ARGS[*]}" ${skid:+"qemu $skid_qemu" "skid $skid"} >"$STEP/boot.txt"
+    log "bisect-step: booting ${COMMIT:0:12} (-smp $SMP${skid:+, skid $skid}): pmustress run ${RUN_ARGS[*]}"
+    if [[ -n $skid ]]; then
+        QEMU_BIN=$skid_qemu PMUSTRESS_QEMU_SKID=$skid boot_guest "$STEP" "$STEP/Image" "$SMP" \
+            "$append" "$initrd"
+    else
+        boot_guest "$STEP" "$STEP/Image" "$SMP" "$append" "$initrd"
+    fi
     rm -f "$initrd" "$STEP/Image"
     rm -rf "$STEP/extra"
 
