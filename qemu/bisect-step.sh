@@ -68,6 +68,8 @@ CONFIDENCE=0.99
 # Guest seconds after which a run that has not decided gives up (pmustress --duration: a
 # run cut short is never called good: 125). A good verdict takes under 1 s.
 RUN_CAP=10
+# --skid: PMUSTRESS_QEMU_SKID for the QEMU that skids (boot_guest); none by default.
+SKID=""
 
 EXIT_ABORT=255
 # What a failure of this script means for the bisect, by stage: setup (the bed: abort),
@@ -152,7 +154,7 @@ build_kernel() {
 }
 
 main() {
-    local fix=0 build_only=0 append="" skid="" skid_qemu="" rate_args=() extra=() defaults=() i rc verdict mapped initrd
+    local fix=0 build_only=0 append="" rate_args=() extra=() defaults=() i rc verdict mapped initrd
     local report overflows needed dropped guest wall reason start=$SECONDS
     trap on_exit EXIT
     # Interrupted (Ctrl-C, a killed bisect): stop the bisect, never mark the commit.
@@ -168,7 +170,7 @@ main() {
             --baseline) BASELINE=$(cd "$2" && pwd) || exit 2 ;;
             --smp) SMP=$2 ;;
             --append) append=$2 ;;
-            --skid) skid=$2 ;;
+            --skid) SKID=$2 ;;
             --src) SRC=$2 ;;
             --max-guest-seconds) RUN_CAP=$2 ;;
             esac
@@ -183,8 +185,8 @@ main() {
     [[ $SMP =~ ^[1-9][0-9]*$ ]] || { echo "bisect-step: --smp takes a number, got $SMP" >&2; exit 2; }
     [[ $RUN_CAP =~ ^[1-9][0-9]*$ ]] ||
         { echo "bisect-step: --max-guest-seconds takes a number, got $RUN_CAP" >&2; exit 2; }
-    [[ -z $skid || $skid =~ ^(fixed|uniform|tail):[0-9]+$ ]] ||
-        { echo "bisect-step: --skid takes fixed:N, uniform:N or tail:N, got $skid" >&2; exit 2; }
+    [[ -z $SKID || $SKID =~ ^(fixed|uniform|tail):[0-9]+$ ]] ||
+        { echo "bisect-step: --skid takes fixed:N, uniform:N or tail:N, got $SKID" >&2; exit 2; }
     [[ $(id -u) == 0 ]] || die "run as root (apt-get)"
     TOP=$(git rev-parse --show-toplevel 2>/dev/null) || die "not inside a git work tree"
     TOP=$(cd "$TOP" && pwd -P)
@@ -202,9 +204,9 @@ main() {
         fetch_busybox
         build_pmustress
         build_host_pmustress
-        if [[ -n $skid ]]; then
+        if [[ -n $SKID ]]; then
             log "bisect-step: the QEMU that skids (qemu/build-qemu.sh; log: $TREE_DIR/build-qemu.log)"
-            skid_qemu=$("$QEMU_DIR/build-qemu.sh" 2>"$TREE_DIR/build-qemu.log" | tail -n1) ||
+            SKID_QEMU=$("$QEMU_DIR/build-qemu.sh" 2>"$TREE_DIR/build-qemu.log" | tail -n1) ||
                 die "building the QEMU that skids failed (see $TREE_DIR/build-qemu.log)"
         fi
         if [[ -n ${BASELINE:-} ]]; then
@@ -243,14 +245,9 @@ main() {
     make_initramfs "$initrd"
     append="console=ttyAMA0 panic=-1${append:+ $append}"
     printf '%s\n' "commit $(cat "$STEP/commit")" "append $append" "smp $SMP" \
-        "run /pmustress run ${RUN_ARGS[*]}" ${skid:+"qemu $skid_qemu" "skid $skid"} >"$STEP/boot.txt"
-    log "bisect-step: booting ${COMMIT:0:12} (-smp $SMP${skid:+, skid $skid}): pmustress run ${RUN_ARGS[*]}"
-    if [[ -n $skid ]]; then
-        QEMU_BIN=$skid_qemu PMUSTRESS_QEMU_SKID=$skid boot_guest "$STEP" "$STEP/Image" "$SMP" \
-            "$append" "$initrd"
-    else
-        boot_guest "$STEP" "$STEP/Image" "$SMP" "$append" "$initrd"
-    fi
+        "run /pmustress run ${RUN_ARGS[*]}" ${SKID:+"qemu $SKID_QEMU" "skid $SKID"} >"$STEP/boot.txt"
+    log "bisect-step: booting ${COMMIT:0:12} (-smp $SMP${SKID:+, skid $SKID}): pmustress run ${RUN_ARGS[*]}"
+    boot_guest "$STEP" "$STEP/Image" "$SMP" "$append" "$initrd"
     rm -f "$initrd" "$STEP/Image"
     rm -rf "$STEP/extra"
 

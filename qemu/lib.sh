@@ -362,17 +362,20 @@ mark_field() {
 }
 
 # boot_guest DIR IMAGE SMP APPEND INITRD: boot IMAGE under qemu ($QEMU_BIN, default the
-# machine's qemu-system-aarch64; host-side $TIMEOUT), the
+# machine's qemu-system-aarch64; with $SKID set, the QEMU that skids, $SKID_QEMU, with
+# PMUSTRESS_QEMU_SKID=$SKID; host-side $TIMEOUT), the
 # console in DIR/console.log, the init's markers in DIR/marks, "T0 T1 QEMU_RC" in
 # DIR/host-times; unpack the result directory the init printed into DIR/result.
 # Sets QEMU_RC, BOOT_WALL (qemu's wall seconds) and BOOT_SECONDS (wall seconds to /init,
 # "?" if it never got there).
 boot_guest() {
     local dir=$1 image=$2 smp=$3 append=$4 initrd=$5 t0 t1
+    local qemu=(env "${QEMU_BIN:-qemu-system-aarch64}")
+    [[ -z ${SKID:-} ]] || qemu=(env PMUSTRESS_QEMU_SKID="$SKID" "$SKID_QEMU")
     : >"$dir/marks"
     t0=$EPOCHREALTIME
     set +e
-    timeout -k 10 "$TIMEOUT" "${QEMU_BIN:-qemu-system-aarch64}" -M virt,gic-version=3 -cpu "$QEMU_CPU" \
+    timeout -k 10 "$TIMEOUT" "${qemu[@]}" -M virt,gic-version=3 -cpu "$QEMU_CPU" \
         -smp "$smp" -m 1024 -nographic -no-reboot -nic none -icount "$QEMU_ICOUNT" \
         -kernel "$image" -initrd "$initrd" -append "$append" </dev/null 2>&1 |
         stamp_markers "$dir/marks" >"$dir/console.log"

@@ -384,12 +384,7 @@ run_case() {
         done
     } >"$dir/boot.txt"
     log "$name: booting ($KERNEL kernel, -smp $SMP${APPEND:+, $APPEND}${SKID:+, skid $SKID}): ${#RUN_NAMES[@]} runs"
-    if [[ -n $SKID ]]; then
-        QEMU_BIN=$SKID_QEMU PMUSTRESS_QEMU_SKID=$SKID boot_guest "$dir" "$image" "$SMP" \
-            "$append" "$initrd"
-    else
-        boot_guest "$dir" "$image" "$SMP" "$append" "$initrd"
-    fi
+    boot_guest "$dir" "$image" "$SMP" "$append" "$initrd"
     rm -f "$initrd"
     qemu_rc=$QEMU_RC boot=$BOOT_SECONDS wall=$BOOT_WALL
     for i in "${!RUN_NAMES[@]}"; do
