@@ -9,8 +9,9 @@
 #
 # Each case writes results/matrix-<UTC>/<case>/ (run.json, stdout.log,
 # stderr.log, command); the sweep writes summary.csv and summary.txt there
-# and prints the latter. Exit status: 0 every case clean, 1 some case found
-# dropped interrupts, 125 otherwise (nothing, or not every case, could be
+# and prints the latter. Exit status: 0 every case clean (or passed its
+# self-test), 1 some case found dropped interrupts (or failed its
+# self-test), 125 otherwise (nothing, or not every case, could be
 # judged: no PMU, unsupported event, inconclusive run, timeout), 2 usage
 # error of this script, 130/143 interrupted by SIGINT/SIGTERM (the summary
 # then covers the cases run). A failing case never stops the sweep.
@@ -54,8 +55,9 @@ beats the default.
 
 Arguments after -- go to every `pmustress run` (e.g. -- --inject-drop-every 50).
 
-Exit status: 0 every case clean, 1 some case found dropped interrupts,
-125 otherwise (not every case could be judged), 2 usage, 130/143 interrupted.
+Exit status: 0 every case clean (or passed its self-test), 1 some case
+found dropped interrupts (or failed its self-test), 125 otherwise (not
+every case could be judged), 2 usage, 130/143 interrupted.
 EOF
 }
 
@@ -367,6 +369,8 @@ echo "$header" >"$csv"
 n_clean=0
 n_dropped=0
 n_other=0
+n_passed=0
+n_failed=0
 n_done=0
 rows=()
 echo "run-matrix.sh: $ncases cases ($budget) into $matrix" >&2
@@ -407,10 +411,12 @@ for i in "${!case_names[@]}"; do
     case $verdict in
         clean) n_clean=$((n_clean + 1)) ;;
         dropped) n_dropped=$((n_dropped + 1)) ;;
+        self-test-passed) n_passed=$((n_passed + 1)) ;;
+        self-test-failed) n_failed=$((n_failed + 1)) ;;
         *) n_other=$((n_other + 1)) ;;
     esac
     echo "$verdict (exit $status)" >&2
-    if [[ $verdict != clean && $verdict != dropped ]]; then
+    if [[ ! $verdict =~ ^(clean|dropped|self-test-passed|self-test-failed)$ ]]; then
         if ((timed_out)); then
             reason=$(cat "$dir/timed-out")
         else
@@ -430,9 +436,9 @@ done
 
 # --- the summary -----------------------------------------------------------
 
-if ((n_dropped > 0)); then
+if ((n_dropped + n_failed > 0)); then
     exit_status=1
-elif ((n_done > 0 && n_clean == n_done && n_done == ncases)); then
+elif ((n_done > 0 && n_clean + n_passed == n_done && n_done == ncases)); then
     exit_status=0
 else
     exit_status=125
@@ -447,7 +453,11 @@ fi
     printf '%-44s %10s %8s  %-34s %s\n' case overflows dropped "dropped/M (95% CI)" verdict
     printf '%s\n' "${rows[@]}"
     echo
-    echo "$n_done of $ncases cases run: $n_clean clean, $n_dropped with dropped interrupts, $n_other not judged"
+    if ((n_passed + n_failed > 0)); then
+        echo "$n_done of $ncases cases run: $n_clean clean, $n_dropped with dropped interrupts, $n_passed passed and $n_failed failed their self-test, $n_other not judged"
+    else
+        echo "$n_done of $ncases cases run: $n_clean clean, $n_dropped with dropped interrupts, $n_other not judged"
+    fi
     case $exit_status in
         0) echo "exit 0: every case clean" ;;
         1) echo "exit 1: dropped interrupts found" ;;

@@ -57,6 +57,19 @@ const BAD: &[(&[&str], &str)] = &[
     (&["--workers", "100000"], "--workers"),
     (&["--interrupts", "0"], "--interrupts"),
     (&["--inject-drop-every", "1"], "--inject-drop-every"),
+    (
+        &["--inject-drop-every", "40", "--bad-rate", "0.001"],
+        "--inject-drop-every",
+    ),
+    (
+        &[
+            "--inject-drop-every",
+            "40",
+            "--baseline",
+            "tests/fixtures/qemu/nopnmi-migrate",
+        ],
+        "--inject-drop-every",
+    ),
     (&["--migrate", "sideways"], "--migrate"),
     (&["--mode", "chaos"], "--mode"),
     (&["--event", "task-clock", "--out", "/etc/passwd"], "--out"),

@@ -111,7 +111,8 @@ fn drops_keep_their_lines_within_100_columns() {
         ],
         &out,
     );
-    assert_eq!(code, Some(1), "{stdout}");
+    // A self-test that found its 4 drops passes.
+    assert_eq!(code, Some(0), "{stdout}");
     assert!(widest(&stdout) <= 100, "{stdout}");
     let lines = stdout
         .lines()

@@ -294,3 +294,150 @@ fn a_full_disk_stops_a_scripted_run() {
     );
     assert_eq!(d["on_time"], d["signals"]);
 }
+
+/// `stops` overflows each after a stop, one lost at a switch 5,000 events
+/// past its due point, then `after` more: the next interrupt 3 events late,
+/// not 10, refutes the delivering driver, so the loss is certain.
+fn a_loss_among(stops: usize, after: usize) -> Script {
+    let stop = Step::Switch { before_due: 50_000 };
+    let mut steps = [stop, Step::OVERFLOW].repeat(stops);
+    steps.push(Step::DropAtSwitch { past_due: 5_000 });
+    steps.push(Step::OVERFLOW);
+    steps.push(Step::Overflow {
+        late: 3,
+        signal: Signal::Delivered,
+    });
+    steps.extend([stop, Step::OVERFLOW].repeat(after));
+    Script::default().worker(steps)
+}
+
+/// Bisect mode stops at the first drop the kernel makes: bad, exit 1
+/// (git bisect run's "bad"), long before the 4.6 million overflows a good
+/// kernel would need at this rate.
+#[test]
+fn bisect_calls_the_first_drop_a_bad_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let script = a_loss_among(20, 400);
+    let out = run_scripted(
+        script,
+        &["--bad-rate", "0.000001", "--duration", "1s"],
+        &out_dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let r = read_json(&out_dir);
+    assert_eq!(r["stop_reason"], "bisect-bad");
+    assert_eq!(r["verdict"], "dropped");
+    assert_eq!(r["totals"]["dropped_interrupts"], 1);
+    assert_eq!(r["config"]["bisect"]["overflows_needed"], 4_605_168);
+    // It stopped once the judge saw the loss, before the script's end
+    // (422 overflows): without the bisect's stop it would play them all.
+    let played = r["totals"]["accounted_overflows"].as_u64().unwrap();
+    assert!((23..422).contains(&played), "{played}");
+}
+
+/// --baseline takes the bad rate from a recorded bad run (the arm64 run
+/// without pseudo-NMI: 72 dropped of 14918), says where it came from,
+/// and the bisection it plans is short; a drop still makes it bad.
+#[test]
+fn bisect_takes_its_rate_from_a_bad_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let out = run_scripted(
+        a_loss_among(20, 400),
+        &[
+            "--baseline",
+            "tests/fixtures/qemu/nopnmi-migrate",
+            "--duration",
+            "1s",
+        ],
+        &out_dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let r = read_json(&out_dir);
+    let source = r["config"]["bisect"]["bad_rate_source"].as_str().unwrap();
+    assert!(
+        source.contains("nopnmi-migrate: 72 dropped in 14918 overflows"),
+        "{source}"
+    );
+    let needed = r["config"]["bisect"]["overflows_needed"].as_u64().unwrap();
+    assert!((1..2000).contains(&needed), "{needed}");
+    assert_eq!(r["stop_reason"], "bisect-bad");
+}
+
+/// A self-test on a kernel that loses an overflow of its own: the
+/// detector found both injected drops, and one more that was not
+/// injected, so the self-test fails (exit 1) and says which.
+#[test]
+fn a_self_test_fails_on_a_drop_it_did_not_make() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    // 20 samples: the 8th and 16th are discarded.
+    let mut steps = vec![Step::OVERFLOW; 5];
+    steps.push(Step::DropAtSwitch { past_due: 5_000 });
+    steps.push(Step::OVERFLOW);
+    steps.push(Step::Overflow {
+        late: 3,
+        signal: Signal::Delivered,
+    });
+    steps.extend([Step::OVERFLOW; 13]);
+    let out = run_scripted(
+        Script::default().worker(steps),
+        &["--duration", "30ms", "--inject-drop-every", "8"],
+        &out_dir,
+    );
+    let stdout = crate::util::unwrapped(&text(&out.stdout));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let r = read_json(&out_dir);
+    assert_eq!(r["verdict"], "self-test-failed");
+    let t = &r["totals"];
+    assert_eq!(
+        (
+            t["injected"].as_u64(),
+            t["interrupts"]["injected_found"].as_u64(),
+            t["dropped_interrupts"].as_u64()
+        ),
+        (Some(2), Some(2), Some(3)),
+        "{r:#}"
+    );
+    assert!(
+        stdout.contains(
+            "verdict: self-test FAIL: 1 drop was not injected: the kernel lost it or the judge is wrong (see the anomalies) (exit 1)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("dropped-interrupt: 3 windows: 2 of the 3 drops injected (--inject-drop-every); the others: the PMU interrupt"),
+        "{stdout}"
+    );
+}
+
+/// The same self-test on a kernel that loses nothing passes: both
+/// injected drops found, nothing else, exit 0, however few overflows
+/// (a self-test asks whether the detector works, not how rare drops are).
+#[test]
+fn a_self_test_passes_when_it_finds_exactly_what_it_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let out = run_scripted(
+        Script::default().worker([Step::OVERFLOW; 20]),
+        &["--duration", "30ms", "--inject-drop-every", "8"],
+        &out_dir,
+    );
+    let stdout = crate::util::unwrapped(&text(&out.stdout));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let r = read_json(&out_dir);
+    assert_eq!(r["verdict"], "self-test-passed");
+    assert!(
+        stdout.contains(
+            "verdict: self-test PASS: found 2 of 2 injected drops and nothing else: the detector works (exit 0)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "dropped-interrupt: 2 windows: every drop injected: 2 overflows discarded on purpose (--inject-drop-every)"
+        ),
+        "{stdout}"
+    );
+}

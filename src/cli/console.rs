@@ -12,7 +12,7 @@ use clap::ValueEnum;
 
 use crate::config::{RunConfig, format_cpus};
 use crate::engine::run::{Observer, Progress};
-use crate::judge::{Anomaly, AnomalyKind};
+use crate::judge::{Anomaly, AnomalyKind, InterruptTotals};
 use crate::results::schema::{AnomalyRecord, Counts, RunResults, Verdict};
 
 /// `worker 1: dropped interrupt: interrupts 20003 apart (2.00 periods of
@@ -426,7 +426,7 @@ pub fn summary(r: &RunResults) -> String {
         for kind in AnomalyKind::ALL {
             if let Some(n) = t.anomalies.get(kind.name()) {
                 if gets_a_line(kind) {
-                    let _ = writeln!(s, "{kind}: {n} windows: {}", kind.advice());
+                    let _ = writeln!(s, "{kind}: {n} windows: {}", advice(kind, t));
                 } else if kind == AnomalyKind::SoftwareTimerSkip {
                     // A row per interrupt that skipped periods; the
                     // warning counts the periods: say which is which.
@@ -453,6 +453,7 @@ pub fn summary(r: &RunResults) -> String {
     for w in &r.inconclusive_because {
         let _ = writeln!(s, "inconclusive: {w}");
     }
+    let i = &t.interrupts;
     let verdict = match r.verdict {
         Verdict::Clean => format!(
             "clean: no dropped interrupt in {} overflows{}",
@@ -462,25 +463,75 @@ pub fn summary(r: &RunResults) -> String {
                 .map_or_else(String::new, |x| format!(" and {}", x.sensitivity_words()))
         ),
         Verdict::Dropped => format!(
-            "DROPPED: {} {} never happened{}",
+            "DROPPED: {} {} never happened",
             t.dropped_interrupts,
             if t.dropped_interrupts == 1 {
                 "overflow interrupt"
             } else {
                 "overflow interrupts"
-            },
-            if r.injected {
-                " (injected self-test)"
-            } else {
-                ""
             }
         ),
+        Verdict::SelfTestPassed => format!(
+            "self-test PASS: found {} of {} injected drops and nothing else: the detector works",
+            i.injected_found, i.injected
+        ),
+        Verdict::SelfTestFailed => format!("self-test FAIL: {}", self_test_failure(i)),
         Verdict::Inconclusive => "inconclusive: see above".to_string(),
         Verdict::Interrupted => "interrupted: partial results".to_string(),
         Verdict::Incomplete => "incomplete: no verdict".to_string(),
     };
     let _ = writeln!(s, "verdict: {verdict} (exit {})", r.exit_status);
     fit(&s)
+}
+
+/// What a kind of anomaly means in this run: a self-test's drops are
+/// ours, not the kernel's, and the line says how many.
+fn advice(kind: AnomalyKind, t: &Counts) -> String {
+    if kind != AnomalyKind::DroppedInterrupt || t.injected == 0 {
+        return kind.advice().to_string();
+    }
+    if t.injected == t.dropped_interrupts {
+        format!(
+            "every drop injected: {} overflows discarded on purpose (--inject-drop-every)",
+            t.injected
+        )
+    } else {
+        format!(
+            "{} of the {} drops injected (--inject-drop-every); the others: {}",
+            t.injected,
+            t.dropped_interrupts,
+            kind.advice()
+        )
+    }
+}
+
+/// Why a self-test failed: the injected drops it missed, or the drops it
+/// found that were not injected.
+pub fn self_test_failure(i: &InterruptTotals) -> String {
+    // The count the verdict read (`verdict::certain_drops`), not every
+    // drop under every explanation.
+    let found = crate::verdict::certain_drops(i);
+    let other = found.saturating_sub(i.injected_found);
+    let mut parts = Vec::new();
+    if i.injected_found < i.injected {
+        parts.push(format!(
+            "found {} of {} injected drops: the detector missed {}",
+            i.injected_found,
+            i.injected,
+            i.injected - i.injected_found
+        ));
+    }
+    if other > 0 {
+        parts.push(format!(
+            "{other} {} not injected: the kernel lost {} or the judge is wrong (see the anomalies)",
+            if other == 1 { "drop was" } else { "drops were" },
+            if other == 1 { "it" } else { "them" }
+        ));
+    }
+    if parts.is_empty() {
+        parts.push(format!("found {found} drops for {} injected", i.injected));
+    }
+    parts.join("; ")
 }
 
 #[cfg(test)]

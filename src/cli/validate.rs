@@ -53,6 +53,15 @@ fn nanos(flag: &'static str, d: Duration) -> Result<u64, ConfigError> {
 
 impl Bisect {
     fn plan(args: &RunArgs) -> Result<Option<Bisect>, ConfigError> {
+        // A self-test passes (exit 0) when it finds the drops it made:
+        // under `git bisect run` that would mark every kernel good.
+        if args.inject_drop_every.is_some() && (args.bad_rate.is_some() || args.baseline.is_some())
+        {
+            return Err(usage(
+                "--inject-drop-every",
+                "a self-test cannot bisect: its drops are ours, and exit 0 for finding them would mark the kernel good; expected it without --bad-rate and --baseline",
+            ));
+        }
         let (bad_rate, source, per_stop) = match (args.bad_rate, &args.baseline) {
             (Some(r), _) => (r, "--bad-rate".to_string(), None),
             (None, Some(dir)) => {

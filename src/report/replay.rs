@@ -27,7 +27,6 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::domain::{EXIT_CANNOT_TEST, EXIT_DROPPED};
 use crate::judge::{
     Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StreamJudge, StressTotals,
 };
@@ -35,7 +34,8 @@ use crate::records::{HEADER, Row};
 use crate::results::reader::verdict_name;
 use crate::results::schema::Counts;
 use crate::stats::Rate;
-use crate::verdict::{Evidence, Reason, Settings, coincidences, decide, verdict_of};
+use crate::verdict::counts::Verdict;
+use crate::verdict::{Evidence, Reason, Settings, coincidences, decide, with_the_run};
 
 /// The longest line read from a stream: a row is under 200 bytes, so a
 /// longer one is not a stream pmustress wrote (a 300 MB line was held
@@ -212,6 +212,9 @@ pub struct Replayed {
     pub inconclusive_because: Vec<Reason>,
     pub verdict: &'static str,
     pub exit_status: i32,
+    /// The same verdict, for the rule that adds the run's own reasons.
+    #[serde(skip)]
+    pub decision: Verdict,
 }
 
 /// Judges a stream row by row, one judge per worker.
@@ -274,6 +277,7 @@ impl Replay {
             inconclusive_because: decision.reasons,
             verdict: verdict_name(decision.verdict),
             exit_status: decision.exit_status,
+            decision: decision.verdict,
         }
     }
 }
@@ -400,11 +404,8 @@ pub fn replay_dir(dir: &Path) -> Result<DirReplay> {
         ("interrupted", Some(s)) => Some(crate::domain::StopReason::Signal(s as i32 - 128)),
         _ => None,
     };
-    let (verdict, exit_status) = verdict_of(
-        interrupted.as_ref(),
-        u64::from(replayed.exit_status == EXIT_DROPPED),
-        replayed.exit_status == EXIT_CANNOT_TEST || other || !finished,
-    );
+    let (verdict, exit_status) =
+        with_the_run(replayed.decision, interrupted.as_ref(), other || !finished);
     let verdict = verdict_name(verdict).to_string();
     if finished && verdict != run_verdict {
         differences.push(("verdict".to_string(), run_verdict.clone(), verdict.clone()));
@@ -508,7 +509,7 @@ pub fn summary(r: &Replayed) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::RearmMode;
+    use crate::domain::{EXIT_DROPPED, RearmMode};
     use crate::judge::Observation;
 
     fn rows(obs: &[Observation]) -> String {

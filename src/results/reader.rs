@@ -143,6 +143,14 @@ impl RunDocument {
             Verdict::Clean => status == EXIT_CLEAN && t.dropped_interrupts == 0,
             Verdict::Dropped => status == EXIT_DROPPED && t.dropped_interrupts > 0,
             Verdict::Inconclusive => status == EXIT_CANNOT_TEST && t.dropped_interrupts == 0,
+            Verdict::SelfTestPassed => {
+                let i = &t.interrupts;
+                status == EXIT_CLEAN
+                    && t.injected > 0
+                    && i.injected_found == t.injected
+                    && crate::verdict::certain_drops(i) == t.injected
+            }
+            Verdict::SelfTestFailed => status == EXIT_DROPPED,
             Verdict::Interrupted => (129..=128 + 64).contains(&status),
             Verdict::Incomplete => false,
         };
@@ -361,6 +369,8 @@ pub fn verdict_name(v: Verdict) -> &'static str {
         Verdict::Clean => "clean",
         Verdict::Dropped => "dropped",
         Verdict::Inconclusive => "inconclusive",
+        Verdict::SelfTestPassed => "self-test-passed",
+        Verdict::SelfTestFailed => "self-test-failed",
         Verdict::Interrupted => "interrupted",
         Verdict::Incomplete => "incomplete",
     }

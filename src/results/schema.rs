@@ -417,7 +417,10 @@ impl RunResults {
     /// even if a file is short, and an interruption keeps its status;
     /// anything else cannot be trusted as clean. Once per reason.
     pub fn mark_unsaved(&mut self, why: String) {
-        if !matches!(self.verdict, Verdict::Dropped | Verdict::Interrupted) {
+        if !matches!(
+            self.verdict,
+            Verdict::Dropped | Verdict::SelfTestFailed | Verdict::Interrupted
+        ) {
             self.verdict = Verdict::Inconclusive;
             self.exit_status = EXIT_CANNOT_TEST;
         }

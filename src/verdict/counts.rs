@@ -21,6 +21,11 @@ pub enum Verdict {
     Dropped,
     /// We could not judge everything (our failure or a broken witness).
     Inconclusive,
+    /// A self-test (`--inject-drop-every`) found exactly the drops it
+    /// injected and nothing else: the detector works (exit 0).
+    SelfTestPassed,
+    /// A self-test found fewer drops than it injected, or more (exit 1).
+    SelfTestFailed,
     /// Stopped by a signal (SIGINT, SIGTERM, SIGXCPU, ...): what
     /// was measured is complete but partial.
     Interrupted,

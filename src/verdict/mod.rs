@@ -90,7 +90,9 @@ impl Settings {
             software: cfg.software,
             mode: cfg.mode,
             period: cfg.period,
-            inject_drop_every: None,
+            // A stream's judge discarded the same samples: a self-test
+            // replays as one.
+            inject_drop_every: (cfg.inject_drop_every > 0).then_some(cfg.inject_drop_every),
             migrates: false,
             bisect_overflows_needed: None,
             stops_needed: cfg.stops_needed,
@@ -168,9 +170,13 @@ pub struct Decision {
 
 /// The verdict rule.
 pub fn decide(e: &Evidence, s: &Settings) -> Decision {
-    let reasons = reasons(e, s);
+    let mut reasons = reasons(e, s);
     let stop = e.run.map(|(_, side)| side.stop);
-    let (verdict, exit_status) = verdict_of(stop, certain_drops(e.interrupts), !reasons.is_empty());
+    let (verdict, exit_status) = if s.inject_drop_every.is_some() {
+        self_test_of(stop, e.interrupts, &mut reasons)
+    } else {
+        verdict_of(stop, certain_drops(e.interrupts), !reasons.is_empty())
+    };
     Decision {
         verdict,
         exit_status,
@@ -182,7 +188,7 @@ pub fn decide(e: &Evidence, s: &Settings) -> Decision {
 /// The drops no explanation of the records avoids. Those only the stock
 /// driver's rules claim are not, where another worker's records refuted
 /// those rules (`Reason::DriversDisagree`).
-fn certain_drops(i: &InterruptTotals) -> u64 {
+pub fn certain_drops(i: &InterruptTotals) -> u64 {
     if i.stock_rules_refuted > 0 {
         i.dropped - i.dropped_assuming_stock
     } else {
@@ -198,6 +204,58 @@ pub fn verdict_of(stop: Option<&StopReason>, dropped: u64, inconclusive: bool) -
         _ if dropped > 0 => (Verdict::Dropped, EXIT_DROPPED),
         _ if inconclusive => (Verdict::Inconclusive, EXIT_CANNOT_TEST),
         _ => (Verdict::Clean, EXIT_CLEAN),
+    }
+}
+
+/// A stream's verdict with what the run around it adds: its
+/// interruption, and reasons the stream does not give. A drop, or a
+/// failed self-test, stands whatever the reasons; a pass needs none.
+pub fn with_the_run(
+    stream: Verdict,
+    stop: Option<&StopReason>,
+    inconclusive: bool,
+) -> (Verdict, i32) {
+    if let Some(StopReason::Signal(sig)) = stop {
+        return (Verdict::Interrupted, 128 + sig);
+    }
+    match stream {
+        Verdict::Dropped | Verdict::SelfTestFailed => (stream, EXIT_DROPPED),
+        Verdict::Clean | Verdict::SelfTestPassed if !inconclusive => (stream, EXIT_CLEAN),
+        _ => (Verdict::Inconclusive, EXIT_CANNOT_TEST),
+    }
+}
+
+/// A self-test's rule: it asks whether the detector finds the drops it
+/// was handed, not how rare drops are on this machine, so the reasons
+/// that bound the machine's rate (too few overflows or stops) do not
+/// apply. Interrupted as any run; failed when the drops found are not
+/// exactly the injected ones (fewer: the detector missed some; more: the
+/// kernel lost others, or the judge is wrong); inconclusive when nothing
+/// was injected or the stream could not be judged; otherwise passed.
+fn self_test_of(
+    stop: Option<&StopReason>,
+    i: &InterruptTotals,
+    reasons: &mut Vec<Reason>,
+) -> (Verdict, i32) {
+    reasons.retain(|r| {
+        !matches!(
+            r,
+            Reason::NotEnoughOverflows { .. }
+                | Reason::NotEnoughStops { .. }
+                | Reason::BisectTooFew { .. }
+                | Reason::BisectTooFewStops { .. }
+        )
+    });
+    if i.injected == 0 && i.dropped == 0 {
+        reasons.push(Reason::NothingInjected);
+    }
+    match stop {
+        Some(StopReason::Signal(sig)) => (Verdict::Interrupted, 128 + sig),
+        _ if i.injected_found != i.injected || certain_drops(i) != i.injected => {
+            (Verdict::SelfTestFailed, EXIT_DROPPED)
+        }
+        _ if !reasons.is_empty() => (Verdict::Inconclusive, EXIT_CANNOT_TEST),
+        _ => (Verdict::SelfTestPassed, EXIT_CLEAN),
     }
 }
 
@@ -271,6 +329,8 @@ pub enum Reason {
     Unsaved(String),
     /// Files a failed write left short.
     PartialFiles(Vec<String>),
+    /// A self-test whose run was too short to discard any overflow.
+    NothingInjected,
     /// Read back from run.json: the words as written.
     AsWritten(String),
 }
@@ -299,6 +359,9 @@ impl fmt::Display for Reason {
         match self {
             Reason::Stalled(s) | Reason::Unsaved(s) | Reason::AsWritten(s) => f.write_str(s),
             Reason::NoSignal => f.write_str("no overflow signal was received at all"),
+            Reason::NothingInjected => f.write_str(
+                "the self-test discarded no overflow: each worker needs --inject-drop-every overflows for one; run longer or lower it",
+            ),
             Reason::NotEnoughOverflows { measured, needed } => write!(
                 f,
                 "not enough overflows: {measured} measured, {needed} needed to bound the dropped rate below {MIN_EVIDENCE_RATE} at {:.0}% confidence; run longer",

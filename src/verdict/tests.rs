@@ -76,6 +76,73 @@ fn interrupted_then_dropped_then_inconclusive_then_clean() {
     assert_eq!(verdict_of(None, 0, false), (Verdict::Clean, 0));
 }
 
+/// A self-test: 10 overflows, 2 discarded by us. Too few overflows for a
+/// machine's verdict does not matter; exactly the injected drops pass,
+/// one more fails, nothing injected is inconclusive.
+#[test]
+fn a_self_test_passes_on_exactly_its_drops() {
+    let s = Settings {
+        inject_drop_every: Some(5),
+        ..settings()
+    };
+    let d = DeliveryTotals::default();
+    let injected = |dropped, injected, found| InterruptTotals {
+        injected,
+        injected_found: found,
+        ..stream(10, dropped)
+    };
+    let pass = decide_stream(&injected(2, 2, 2), &d, &s);
+    assert_eq!(
+        (pass.verdict, pass.exit_status),
+        (Verdict::SelfTestPassed, 0)
+    );
+    assert!(pass.reasons.is_empty(), "{:?}", words(&pass.reasons));
+    for (dropped, found) in [(3, 2), (2, 1), (1, 1)] {
+        let fail = decide_stream(&injected(dropped, 2, found), &d, &s);
+        assert_eq!(
+            (fail.verdict, fail.exit_status),
+            (Verdict::SelfTestFailed, 1),
+            "{dropped} dropped, {found} found"
+        );
+    }
+    let none = decide_stream(&injected(0, 0, 0), &d, &s);
+    assert_eq!(
+        (none.verdict, none.exit_status),
+        (Verdict::Inconclusive, 125)
+    );
+    assert_eq!(
+        words(&none.reasons),
+        [
+            "the self-test discarded no overflow: each worker needs --inject-drop-every overflows for one; run longer or lower it"
+        ]
+    );
+}
+
+/// A replayed stream's verdict with the run's own reasons: an
+/// interruption first, then a drop or a failed self-test, then anything
+/// inconclusive, then the pass.
+#[test]
+fn the_run_adds_its_interruption_and_reasons_to_a_stream() {
+    let sig = StopReason::Signal(15);
+    for v in [Verdict::Clean, Verdict::Dropped, Verdict::SelfTestPassed] {
+        assert_eq!(
+            with_the_run(v, Some(&sig), false),
+            (Verdict::Interrupted, 143)
+        );
+    }
+    for v in [Verdict::Dropped, Verdict::SelfTestFailed] {
+        assert_eq!(with_the_run(v, None, true), (v, 1));
+    }
+    for v in [Verdict::Clean, Verdict::SelfTestPassed] {
+        assert_eq!(with_the_run(v, None, false), (v, 0));
+        assert_eq!(with_the_run(v, None, true), (Verdict::Inconclusive, 125));
+    }
+    assert_eq!(
+        with_the_run(Verdict::Inconclusive, None, false),
+        (Verdict::Inconclusive, 125)
+    );
+}
+
 /// A drop is a real miss even when something else could not be judged:
 /// the ambiguous overflows stay a reason, the verdict is dropped.
 #[test]

@@ -547,7 +547,7 @@ fn injected_drops_are_counted_exactly() {
     );
     let r = &out.results;
     assert!(r.injected);
-    assert_eq!((r.verdict, r.exit_status), (Verdict::Dropped, 1));
+    assert_eq!((r.verdict, r.exit_status), (Verdict::SelfTestPassed, 0));
     let t = &r.totals;
     // Every 4th of 20: 5 samples and their signals discarded.
     assert_eq!(
@@ -1076,4 +1076,42 @@ fn a_pass_judges_until_its_budget_is_spent() {
     assert_eq!(judged, 3 * JUDGE_CLOCK_EVERY as usize - 1);
     let mut unbounded = JudgeBudget::new(&clock, None);
     assert!((0..10_000).all(|_| !unbounded.spent()));
+}
+
+/// Files a write left short: a drop, and a failed self-test, keep their
+/// verdict and exit 1 (the drops were found before the files failed); a
+/// passed self-test cannot be trusted on short files: inconclusive, 125.
+#[test]
+fn short_files_keep_a_drop_but_not_a_pass() {
+    let loss = config(&["--workers", "1", "--migrate", "none", "--duration", "20ms"]);
+    let mut dropped = run_fake(&loss, with_a_loss(5_000), &no_stop).results;
+    dropped.mark_unsaved("run.json: No space left on device".into());
+    assert_eq!(
+        (dropped.verdict, dropped.exit_status),
+        (Verdict::Dropped, 1)
+    );
+    let self_test = |steps: Script| {
+        let cfg = config(&[
+            "--workers",
+            "1",
+            "--migrate",
+            "none",
+            "--duration",
+            "30ms",
+            "--inject-drop-every",
+            "4",
+        ]);
+        let mut r = run_fake(&cfg, steps, &no_stop).results;
+        let before = (r.verdict, r.exit_status);
+        r.mark_unsaved("run.json: No space left on device".into());
+        (before, (r.verdict, r.exit_status))
+    };
+    assert_eq!(
+        self_test(Script::default().worker([Step::OVERFLOW; 20])),
+        ((Verdict::SelfTestPassed, 0), (Verdict::Inconclusive, 125))
+    );
+    assert_eq!(
+        self_test(with_a_loss(5_000)),
+        ((Verdict::SelfTestFailed, 1), (Verdict::SelfTestFailed, 1))
+    );
 }

@@ -251,6 +251,7 @@ impl InterruptJudge {
         tot.rebased_in_handler += t.rebased_in_handler;
         tot.late_maybe_rebased += t.late_maybe_rebased;
         tot.dropped += t.dropped;
+        tot.injected_found += t.injected;
         tot.rebased_at_restart += t.rebased_at_restart;
         tot.dropped_at_final_stop += t.dropped_at_final_stop;
         if self.stock_assumed {

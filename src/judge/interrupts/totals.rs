@@ -40,6 +40,10 @@ pub struct InterruptTotals {
     /// Overflows we discarded on purpose (`--inject-drop-every`): counted in
     /// `dropped` too.
     pub injected: u64,
+    /// Of the dropped, those the judge booked where it discarded a sample
+    /// (a self-test passes when it equals `injected` and `dropped`).
+    #[serde(default)]
+    pub injected_found: u64,
     /// THROTTLE records of the overflow event.
     pub throttled: u64,
     pub unthrottled: u64,
@@ -109,6 +113,7 @@ impl InterruptTotals {
             dropped_at_final_stop,
             ambiguous,
             injected,
+            injected_found,
             throttled,
             unthrottled,
             record_lost,
@@ -136,6 +141,7 @@ impl InterruptTotals {
         self.dropped_at_final_stop += dropped_at_final_stop;
         self.ambiguous += ambiguous;
         self.injected += injected;
+        self.injected_found += injected_found;
         self.throttled += throttled;
         self.unthrottled += unthrottled;
         self.record_lost += record_lost;
