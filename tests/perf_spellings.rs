@@ -1,4 +1,4 @@
-//! perf's spellings and one spelling across commands: `run -e -d -o` as
+//! perf's spellings and one spelling across commands: `run -e -d -o -C` as
 //! perf writes them, `--duration 90` as seconds, `--output` beside `--out`
 //! (and `plot --out` beside its `--output`), `--json` wherever `--format
 //! json` is taken and `env --format json` beside its `--json`. The old
@@ -45,6 +45,20 @@ fn run_takes_perfs_short_options_and_bare_seconds() {
             "{flag}"
         );
     }
+    // perf's -C/--cpu beside --cpus, in taskset syntax.
+    for flag in ["-C", "--cpu", "--cpus"] {
+        assert_eq!(
+            run_args(&[flag, "0-1,3"]).cpus.map(|c| c.0),
+            Some(vec![0, 1, 3]),
+            "{flag}"
+        );
+    }
+    // A bad list names the flag by its long name, whichever was typed.
+    let out = run(&["run", "-C", "5-3"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--cpus"), "{err}");
     // A bare number is whole seconds; nothing else changed.
     for bad in ["0", "1.5", "-3"] {
         let out = run(&["run", "--duration", bad]);

@@ -318,7 +318,7 @@ pub struct RunArgs {
 
     /// CPUs to run on, taskset syntax (0-3,8,10-11). [default: the CPUs
     /// this process may use]
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus_flag)]
+    #[arg(short = 'C', long, visible_alias = "cpu", value_name = "LIST", value_parser = parse_cpus_flag)]
     pub cpus: Option<CpuList>,
 
     /// How workers are moved between CPUs.
