@@ -188,3 +188,58 @@ fn reset_mode_rearms_after_every_signal() {
         assert!((750_000..=1_250_000).contains(&p50), "{p50}");
     }
 }
+
+/// Overflow signals and SIGIOs sent by a process (kill(2): SI_USER) are
+/// not the kernel's: ignored and counted, with a warning, never taken for
+/// an overflow, a stray event signal or a full signal queue, so the run
+/// stays clean.
+#[test]
+fn signals_a_process_sends_are_ignored_and_counted() {
+    use crate::util::{pmustress_child, send_signal, wait_at_most, wait_until_started};
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let mut child = pmustress_child()
+        .args([
+            "run",
+            "--event",
+            "task-clock",
+            "--period",
+            "1000000",
+            "--workers",
+            "2",
+            "--migrate",
+            "ping-pong",
+            "--migrate-interval",
+            "1ms",
+            "--duration",
+            "3s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_started(&out, &mut child);
+    // Well inside the measurement: every worker's handlers are in place.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let pid = child.id() as i32;
+    for _ in 0..3 {
+        send_signal(pid, libc::SIGRTMIN() + 1);
+    }
+    // One SIGIO: a second could merge with it while it is pending (a
+    // standard signal is pending once); realtime signals queue.
+    send_signal(pid, libc::SIGIO);
+    let status = wait_at_most(&mut child, std::time::Duration::from_secs(60)).expect("it ends");
+    let r = read_json(&out);
+    assert_eq!(status.code(), Some(0), "{r:#}");
+    assert_eq!(r["verdict"], "clean");
+    assert_eq!(r["foreign_signals"], 4, "{r:#}");
+    assert_eq!(r["stray_signals"], serde_json::json!([0, 0]));
+    assert_eq!(u64_at(&r, "/totals/sigio"), 0);
+    assert!(
+        r["warnings"].as_array().unwrap().iter().any(|w| w
+            == "4 overflow signals or SIGIOs were sent by a process (kill, sigqueue), not by the kernel: ignored, never counted as overflows or signal-queue overflows"),
+        "{r:#}"
+    );
+}

@@ -166,6 +166,23 @@ static STRAY_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 /// SIGIOs on a thread that is no registered worker.
 static STRAY_SIGIO: AtomicU64 = AtomicU64::new(0);
 
+/// Overflow signals and SIGIOs a process sent (kill, sigqueue, tgkill):
+/// never the kernel's, so never an overflow or a queue overflow.
+static FOREIGN: AtomicU64 = AtomicU64::new(0);
+
+/// Signals a process sent, not the kernel: their si_code is SI_USER (0),
+/// SI_QUEUE, SI_TKILL or another value at or below 0, where the kernel's
+/// own are positive (POLL_IN, POLL_HUP for an overflow; SI_KERNEL for the
+/// fallback SIGIO).
+pub fn sent_by_a_process(si_code: libc::c_int) -> bool {
+    si_code <= 0
+}
+
+/// Overflow signals and SIGIOs a process sent, ignored.
+pub fn foreign_count() -> u64 {
+    FOREIGN.load(Ordering::Relaxed)
+}
+
 /// Signals nobody could be charged with: (overflow signals with an unknown
 /// fd, SIGIOs on a non-worker thread).
 pub fn stray_counts() -> (u64, u64) {
@@ -288,6 +305,10 @@ pub unsafe extern "C" fn on_overflow(
         let poll = &*(info as *const SigPollInfo);
         (poll.fd, poll.code)
     };
+    if sent_by_a_process(si_code) {
+        FOREIGN.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     // SAFETY: this runs on the thread the signal was routed to, which
     // blocks it before it drops its registration.
     unsafe { record_overflow(&Real, fd, si_code) }
@@ -410,10 +431,17 @@ pub unsafe fn record_overflow<K: HandlerKernel>(k: &K, fd: libc::c_int, si_code:
 /// Only the kernel calls it, as the handler of SIGIO.
 pub unsafe extern "C" fn on_sigio(
     _signo: libc::c_int,
-    _info: *mut libc::siginfo_t,
+    info: *mut libc::siginfo_t,
     _ctx: *mut libc::c_void,
 ) {
     let _errno = ErrnoGuard::save();
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo, whose
+    // si_code every layout has at the same place.
+    let si_code = unsafe { (*info).si_code };
+    if sent_by_a_process(si_code) {
+        FOREIGN.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     // SAFETY: as in `on_overflow`: every worker blocks SIGIO before it
     // drops its registration.
     unsafe { record_sigio(&Real) }

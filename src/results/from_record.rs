@@ -155,6 +155,7 @@ impl RunResults {
             workers: &workers,
             stop: &record.stop_reason,
             stray_signals: record.stray_signals,
+            foreign_signals: record.foreign_signals,
             max_sample_rate: record.max_sample_rate,
             perf_event_paranoid: fingerprint.knobs.perf_event_paranoid.value,
         };
@@ -184,6 +185,7 @@ impl RunResults {
             workers,
             totals,
             stray_signals: record.stray_signals,
+            foreign_signals: record.foreign_signals,
             max_sample_rate_before: record.max_sample_rate.0,
             max_sample_rate_after: record.max_sample_rate.1,
             anomalies: anomalies.iter().map(AnomalyRecord::from).collect(),

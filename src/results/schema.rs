@@ -296,6 +296,10 @@ pub struct RunResults {
     pub totals: Counts,
     /// Overflow signals and SIGIOs nobody could be charged with.
     pub stray_signals: (u64, u64),
+    /// Overflow signals and SIGIOs a process sent, ignored (runs recorded
+    /// before did not count them).
+    #[serde(default)]
+    pub foreign_signals: u64,
     pub max_sample_rate_before: Option<u64>,
     pub max_sample_rate_after: Option<u64>,
     /// The first anomalies, in order (all are counted in totals).

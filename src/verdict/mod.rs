@@ -111,6 +111,8 @@ pub struct RunSide<'a> {
     pub stop: &'a StopReason,
     /// Overflow signals nobody could be charged with, and SIGIOs likewise.
     pub stray_signals: (u64, u64),
+    /// Overflow signals and SIGIOs a process sent (kill, sigqueue), ignored.
+    pub foreign_signals: u64,
     /// perf_event_max_sample_rate at start and end.
     pub max_sample_rate: (Option<u64>, Option<u64>),
     /// perf_event_paranoid when the run started (None: unreadable).
@@ -449,10 +451,15 @@ impl fmt::Display for Reason {
     }
 }
 
+/// `Warning::ForeignSignals` after its count.
+const FOREIGN_SIGNALS: &str = "overflow signals or SIGIOs were sent by a process (kill, sigqueue), not by the kernel: ignored, never counted as overflows or signal-queue overflows";
+
 /// Something a reader must know that does not change the verdict.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Warning {
     SoftwareEvent,
+    /// Overflow signals or SIGIOs a process sent.
+    ForeignSignals(u64),
     SelfTest {
         every: u64,
     },
@@ -513,6 +520,7 @@ pub enum Warning {
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Warning::ForeignSignals(n) => write!(f, "{n} {FOREIGN_SIGNALS}"),
             Warning::SoftwareEvent => write!(
                 f,
                 "{}: it proves the pipeline (signals, rings, migrator, judge), not the interrupt path of a PMU",
@@ -782,6 +790,11 @@ fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
     }
     if i.throttled > 0 {
         w.push(Warning::Throttled(i.throttled));
+    }
+    if let Some((_, side)) = run
+        && side.foreign_signals > 0
+    {
+        w.push(Warning::ForeignSignals(side.foreign_signals));
     }
     if let Some((_, side)) = run
         && let (Some(from), Some(to)) = side.max_sample_rate

@@ -258,6 +258,7 @@ fn a_runs_own_reasons_are_not_the_streams() {
         workers: &workers,
         stop: &stop,
         stray_signals: (3, 4),
+        foreign_signals: 6,
         max_sample_rate: (Some(100_000), Some(50_000)),
         perf_event_paranoid: Some(1),
     };
@@ -294,6 +295,7 @@ fn a_runs_own_reasons_are_not_the_streams() {
     assert_eq!(
         v.warnings,
         [
+            Warning::ForeignSignals(6),
             Warning::SampleRateLowered {
                 from: 100_000,
                 to: 50_000
@@ -354,6 +356,7 @@ fn a_late_p999_suggests_a_period() {
         workers: &[],
         stop: &stop,
         stray_signals: (0, 0),
+        foreign_signals: 0,
         max_sample_rate: (None, None),
         perf_event_paranoid: None,
     };
@@ -420,6 +423,7 @@ fn a_run_without_the_count_witness_says_how_to_get_it() {
             workers: &workers,
             stop: &stop,
             stray_signals: (0, 0),
+            foreign_signals: 0,
             max_sample_rate: (None, None),
             perf_event_paranoid: paranoid,
         };

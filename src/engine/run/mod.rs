@@ -135,6 +135,8 @@ pub struct RunRecord {
     pub stop_reason: StopReason,
     /// Overflow signals nobody could be charged with, and SIGIOs likewise.
     pub stray_signals: (u64, u64),
+    /// Overflow signals and SIGIOs a process sent, ignored.
+    pub foreign_signals: u64,
     /// perf_event_max_sample_rate at start and end: the kernel lowers it
     /// when interrupts take too long.
     pub max_sample_rate: (Option<u64>, Option<u64>),
@@ -428,6 +430,7 @@ pub fn run_on<K: Kernel>(
         elapsed_ns,
         stop_reason,
         stray_signals: signal::stray_counts(),
+        foreign_signals: signal::foreign_count(),
         max_sample_rate: (rate_before, kernel.max_sample_rate()),
     })
 }
