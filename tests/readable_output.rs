@@ -588,3 +588,24 @@ fn run_help_says_what_the_run_judges() {
         "{help}"
     );
 }
+
+/// `replay` keeps its lines within 100 columns (its totals lines ran to
+/// 186), a directory's replay and a bare stream's alike.
+#[test]
+fn replay_fits_100_columns() {
+    let dir = "tests/fixtures/oracle/smp2-nopnmi-w1-pingpong-free-100k";
+    let stream = format!("{dir}/raw.csv.gz");
+    for argv in [
+        vec!["replay", dir],
+        vec!["replay", &stream, "--period", "100000"],
+    ] {
+        let out = crate::util::run(&argv);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("verdict: dropped (exit 1)"),
+            "{argv:?}: {stdout}"
+        );
+        assert!(widest(&stdout) <= 100, "{argv:?}: {stdout}");
+        assert!(stdout.lines().any(|l| l.starts_with("    ")), "{stdout}");
+    }
+}

@@ -135,6 +135,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
                     r.exit_status
                 );
             }
+            out = crate::cli::console::fit(&out);
         }
         return emit(&out, status);
     }
@@ -183,6 +184,7 @@ fn replay_command(args: &ReplayArgs) -> i32 {
             put!(out, "note: the stream ends early ({t}): judged up to there");
         }
         put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
+        out = crate::cli::console::fit(&out);
     }
     emit(&out, r.exit_status)
 }
