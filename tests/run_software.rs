@@ -10,27 +10,26 @@ use crate::util::{has_core_pmu, pmustress, read_json, run, shared_machine, u64_a
 /// dropped interrupt or our own failure.
 const SOFTWARE_ONLY_KINDS: &[&str] = &["software-timer-skip", "late-signal", "coalesced-signal"];
 
+/// The arguments of a 3 s task-clock run with migration.
+const TASK_CLOCK_3S: &[&str] = &[
+    "--event",
+    "task-clock",
+    "--period",
+    "1000000",
+    "--workers",
+    "2",
+    "--migrate",
+    "ping-pong",
+    "--migrate-interval",
+    "1ms",
+    "--duration",
+    "3s",
+];
+
 /// A 3 s task-clock run with migration; its exit code, stdout and run.json,
 /// after checking that replaying its stream gives exactly its totals.
 fn run_task_clock(extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
-    let argv = [
-        &[
-            "--event",
-            "task-clock",
-            "--period",
-            "1000000",
-            "--workers",
-            "2",
-            "--migrate",
-            "ping-pong",
-            "--migrate-interval",
-            "1ms",
-            "--duration",
-            "3s",
-        ],
-        extra,
-    ]
-    .concat();
+    let argv = [TASK_CLOCK_3S, extra].concat();
     let _machine = shared_machine();
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
@@ -200,22 +199,9 @@ fn signals_a_process_sends_are_ignored_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let mut child = pmustress_child()
-        .args([
-            "run",
-            "--event",
-            "task-clock",
-            "--period",
-            "1000000",
-            "--workers",
-            "2",
-            "--migrate",
-            "ping-pong",
-            "--migrate-interval",
-            "1ms",
-            "--duration",
-            "3s",
-            "--out",
-        ])
+        .arg("run")
+        .args(TASK_CLOCK_3S)
+        .arg("--out")
         .arg(&out)
         .stdout(std::process::Stdio::piped())
         .spawn()

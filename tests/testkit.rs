@@ -295,18 +295,23 @@ fn a_full_disk_stops_a_scripted_run() {
     assert_eq!(d["on_time"], d["signals"]);
 }
 
-/// `stops` overflows each after a stop, one lost at a switch 5,000 events
-/// past its due point, then `after` more: the next interrupt 3 events late,
-/// not 10, refutes the delivering driver, so the loss is certain.
+/// An overflow lost at a switch 5,000 events past its due point, and the
+/// two interrupts after it: the second 3 events late, not 10, refutes the
+/// delivering driver, so the loss is certain.
+const A_LOSS: [Step; 3] = [
+    Step::DropAtSwitch { past_due: 5_000 },
+    Step::OVERFLOW,
+    Step::Overflow {
+        late: 3,
+        signal: Signal::Delivered,
+    },
+];
+
+/// `stops` overflows each after a stop, `A_LOSS`, then `after` more.
 fn a_loss_among(stops: usize, after: usize) -> Script {
     let stop = Step::Switch { before_due: 50_000 };
     let mut steps = [stop, Step::OVERFLOW].repeat(stops);
-    steps.push(Step::DropAtSwitch { past_due: 5_000 });
-    steps.push(Step::OVERFLOW);
-    steps.push(Step::Overflow {
-        late: 3,
-        signal: Signal::Delivered,
-    });
+    steps.extend(A_LOSS);
     steps.extend([stop, Step::OVERFLOW].repeat(after));
     Script::default().worker(steps)
 }
@@ -374,12 +379,7 @@ fn a_self_test_fails_on_a_drop_it_did_not_make() {
     let out_dir = dir.path().join("r");
     // 20 samples: the 8th and 16th are discarded.
     let mut steps = vec![Step::OVERFLOW; 5];
-    steps.push(Step::DropAtSwitch { past_due: 5_000 });
-    steps.push(Step::OVERFLOW);
-    steps.push(Step::Overflow {
-        late: 3,
-        signal: Signal::Delivered,
-    });
+    steps.extend(A_LOSS);
     steps.extend([Step::OVERFLOW; 13]);
     let out = run_scripted(
         Script::default().worker(steps),

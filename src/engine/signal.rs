@@ -170,12 +170,16 @@ static STRAY_SIGIO: AtomicU64 = AtomicU64::new(0);
 /// never the kernel's, so never an overflow or a queue overflow.
 static FOREIGN: AtomicU64 = AtomicU64::new(0);
 
-/// Signals a process sent, not the kernel: their si_code is SI_USER (0),
-/// SI_QUEUE, SI_TKILL or another value at or below 0, where the kernel's
-/// own are positive (POLL_IN, POLL_HUP for an overflow; SI_KERNEL for the
-/// fallback SIGIO).
-pub fn sent_by_a_process(si_code: libc::c_int) -> bool {
-    si_code <= 0
+/// Whether a process sent the signal, not the kernel, counting it if so:
+/// its si_code is SI_USER (0), SI_QUEUE, SI_TKILL or another value at or
+/// below 0, where the kernel's own are positive (POLL_IN, POLL_HUP for an
+/// overflow; SI_KERNEL for the fallback SIGIO).
+fn counted_as_foreign(si_code: libc::c_int) -> bool {
+    let foreign = si_code <= 0;
+    if foreign {
+        FOREIGN.fetch_add(1, Ordering::Relaxed);
+    }
+    foreign
 }
 
 /// Overflow signals and SIGIOs a process sent, ignored.
@@ -305,8 +309,7 @@ pub unsafe extern "C" fn on_overflow(
         let poll = &*(info as *const SigPollInfo);
         (poll.fd, poll.code)
     };
-    if sent_by_a_process(si_code) {
-        FOREIGN.fetch_add(1, Ordering::Relaxed);
+    if counted_as_foreign(si_code) {
         return;
     }
     // SAFETY: this runs on the thread the signal was routed to, which
@@ -438,8 +441,7 @@ pub unsafe extern "C" fn on_sigio(
     // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo, whose
     // si_code every layout has at the same place.
     let si_code = unsafe { (*info).si_code };
-    if sent_by_a_process(si_code) {
-        FOREIGN.fetch_add(1, Ordering::Relaxed);
+    if counted_as_foreign(si_code) {
         return;
     }
     // SAFETY: as in `on_overflow`: every worker blocks SIGIO before it

@@ -144,11 +144,9 @@ impl RunDocument {
             Verdict::Dropped => status == EXIT_DROPPED && t.dropped_interrupts > 0,
             Verdict::Inconclusive => status == EXIT_CANNOT_TEST && t.dropped_interrupts == 0,
             Verdict::SelfTestPassed => {
-                let i = &t.interrupts;
                 status == EXIT_CLEAN
                     && t.injected > 0
-                    && i.injected_found == t.injected
-                    && crate::verdict::certain_drops(i) == t.injected
+                    && crate::verdict::finds_exactly_the_injected(&t.interrupts)
             }
             Verdict::SelfTestFailed => status == EXIT_DROPPED,
             Verdict::Interrupted => (129..=128 + 64).contains(&status),
