@@ -437,7 +437,7 @@ ambiguous_max() {
 # (also into $SUMMARY) and appends its numbers to $TSV.
 check_run() {
     local name=$1 i=$2 dir=$3 qemu_rc=$4 run expect args d json report why fails=() notes=() exit_code="?"
-    local verdict="-" status nmi_ev signals="-" guest run_wall figures ours="" oracle=""
+    local verdict="-" run_verdict="-" status nmi_ev signals="-" guest run_wall figures ours="" oracle=""
     local k v inj=0 f
     local -A P=() O=() L=()
     run=${RUN_NAMES[i]} expect=${RUN_EXPECTS[i]} args=${RUN_ARGS[i]}
@@ -475,6 +475,7 @@ check_run() {
         verdict=$(jqr '.fingerprint.pseudo_nmi.verdict // "missing"' "$report")
         nmi_ev=$(jqr '[.fingerprint.pseudo_nmi.evidence[]? | select(test("using NMIs"))] | length' "$report")
         status=$(jqr '.exit_status // "missing"' "$report")
+        run_verdict=$(jqr '.verdict // "missing"' "$report")
         signals=$(jqr '.totals.signals // "missing"' "$report")
         [[ $exit_code == "?" || $status == "$exit_code" ]] ||
             fails+=("run.json exit_status $status but the process exited $exit_code")
@@ -806,7 +807,17 @@ check_oracle() {
         fails+=("exit code 0 (clean) where the driver had $without overflows without an interrupt")
     fi
     if [[ $exit_code =~ ^[0-9]+$ ]]; then
-        if ((P[dropped] > 0)); then
+        if ((inj)); then
+            # A self-test passes where the drops found are exactly those it made
+            # (the driver lost nothing) and fails where the driver lost some too.
+            if ((without == 0)); then
+                [[ $exit_code == 0 && $run_verdict == self-test-passed ]] ||
+                    fails+=("exit code $exit_code, $run_verdict: a self-test where the driver lost nothing, want 0, self-test-passed")
+            else
+                [[ $exit_code == 1 && $run_verdict == self-test-failed ]] ||
+                    fails+=("exit code $exit_code, $run_verdict: a self-test where the driver lost $without, want 1, self-test-failed")
+            fi
+        elif ((P[dropped] > 0)); then
             ((exit_code == 1)) || fails+=("exit code $exit_code with ${P[dropped]} dropped, want 1")
         elif ((P[ambiguous] == 0)); then
             # Clean needs enough witnessed stops as well as overflows: below the
