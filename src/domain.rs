@@ -172,8 +172,8 @@ pub enum StopReason {
     Interrupts,
     Anomalies,
     /// A stop signal (the signal number): SIGINT, SIGTERM, SIGHUP,
-    /// SIGQUIT, SIGPIPE, SIGXCPU, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM or
-    /// SIGPROF.
+    /// SIGQUIT, SIGPIPE, SIGXCPU, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM,
+    /// SIGPROF, or a SIGSEGV or SIGBUS a process sent.
     Signal(i32),
     /// Every worker stopped on its own (watchdog or setup).
     WorkersGone,

@@ -77,7 +77,9 @@ fn the_same_signal_twice_at_once_keeps_the_verdict() {
 
 /// Every signal whose default action would end the process without a
 /// word stops the run like SIGINT: the verdict kept, exit 128 + N. They
-/// used to exit 128 + N leaving run.json `incomplete`.
+/// used to exit 128 + N leaving run.json `incomplete`. A SIGSEGV or SIGBUS
+/// that `kill` sends is one of them: Rust's handler used to take it for a
+/// fault and the run went on as if nothing came.
 #[test]
 fn every_terminating_signal_keeps_the_verdict() {
     let _machine = shared_machine();
@@ -89,6 +91,8 @@ fn every_terminating_signal_keeps_the_verdict() {
         libc::SIGVTALRM,
         libc::SIGPROF,
         libc::SIGXCPU,
+        libc::SIGSEGV,
+        libc::SIGBUS,
     ] {
         let out = dir.path().join(format!("s{sig}"));
         let mut child = start_long_in_own_group(&out);

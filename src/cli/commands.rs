@@ -43,7 +43,7 @@ macro_rules! put {
 pub fn dispatch<K: Kernel>(command: Command, machine: &K) -> i32 {
     // A file past the size limit (ulimit -f) is then a failed write (EFBIG),
     // handled as a full disk, not a kill by SIGXFSZ.
-    crate::engine::signal::ignore(libc::SIGXFSZ);
+    crate::engine::stop_signal::ignore(libc::SIGXFSZ);
     match command {
         Command::Check(args) => crate::cli::check::check_command(&args, &kernel::Real),
         Command::Run(args) => run_command(&args, machine),

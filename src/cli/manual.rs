@@ -99,9 +99,10 @@ pub fn man_page(out: &mut dyn Write) -> io::Result<()> {
          or saved, output that could not be written; report: a run shown \
          did not finish\n\
          .TP\n128+N\ninterrupted by signal N (129 SIGHUP, 130 SIGINT, 131 \
-         SIGQUIT, 138 SIGUSR1, 140 SIGUSR2, 141 SIGPIPE, 142 SIGALRM, 143 \
-         SIGTERM, 152 SIGXCPU, 154 SIGVTALRM, 155 SIGPROF): judged on what \
-         was measured and saved\n";
+         SIGQUIT, 135 SIGBUS or 139 SIGSEGV sent by a process, 138 SIGUSR1, \
+         140 SIGUSR2, 141 SIGPIPE, 142 SIGALRM, 143 SIGTERM, 152 SIGXCPU, \
+         154 SIGVTALRM, 155 SIGPROF): judged on what was measured and \
+         saved\n";
     page += &piece(|b| top.render_version_section(b), false)?;
     out.write_all(page.as_bytes())
 }

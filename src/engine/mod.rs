@@ -7,7 +7,8 @@ It is given a `config::RunConfig` (built and checked by `cli::validate`).
 drains the `signal` rings and the kernel's sample rings (`sample`) into one
 observation stream per worker, and hands it to the judge. `kernel` is the
 seam every syscall goes through (`kernel::Real`, and the test kit's
-`testkit::fake_kernel` for tests); `ring` is the lock-free ring the signal handler writes; `sigqueue`
+`testkit::fake_kernel` for tests); `ring` is the lock-free ring the signal handler writes; `stop_signal` holds
+the handlers of the signals that stop a run; `sigqueue`
 checks the per-user signal queue before a run.
 */
 
@@ -18,4 +19,5 @@ pub mod run;
 pub mod sample;
 pub mod signal;
 pub mod sigqueue;
+pub mod stop_signal;
 pub mod worker;

@@ -498,77 +498,6 @@ unsafe fn record_on_own_thread<K: HandlerKernel>(k: &K, record: impl FnOnce(u32)
 
 /// The realtime signal the workers use: SIGRTMIN()+1, taken at run time
 /// because glibc reserves the first few for itself.
-/// Whether `sig` is ignored (SIG_IGN) in this process, as `nohup` leaves
-/// SIGHUP: such a signal is left ignored rather than handled.
-pub fn is_ignored(sig: libc::c_int) -> bool {
-    // SAFETY: a zeroed sigaction is a valid value to be written over, and
-    // sigaction with a null new action only reads the current disposition.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
-    }
-}
-
-/// How long a stop signal of the same kind counts as the same stop. GNU
-/// `timeout` sends its signal to the child and then to the child's
-/// process group, which holds the child: the same signal twice within
-/// microseconds, which must not read as the second Ctrl-C that ends the
-/// run at once. A second one a person sends because the run did not stop
-/// comes later than this.
-pub const REPEAT_WINDOW_NS: u64 = 1_000_000_000;
-
-/// Whether a stop signal at `now_ns`, after the first of its kind at
-/// `first_ns` (CLOCK_MONOTONIC), is a second stop rather than the same one
-/// sent twice (`REPEAT_WINDOW_NS`).
-pub fn is_second_stop(first_ns: u64, now_ns: u64) -> bool {
-    now_ns.saturating_sub(first_ns) >= REPEAT_WINDOW_NS
-}
-
-/// Installs the handler of a stop signal (SIGINT, SIGTERM, SIGHUP,
-/// SIGQUIT, SIGPIPE, ...): the first sets `stop` (the run stops and keeps
-/// what it measured); once the exit status is decided (`process::decide`,
-/// the final run.json), any of them ends the process with that status;
-/// before that, a second one of the same kind (when `exit_on_second`) ends
-/// it with 128 + `sig`, leaving run.json incomplete. The same signal again
-/// within `REPEAT_WINDOW_NS` of the first is the same stop.
-pub fn install_stop(
-    sig: libc::c_int,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    exit_on_second: bool,
-) -> std::io::Result<signal_hook::SigId> {
-    // When the first one came (0: none yet). Two threads may run this
-    // handler at once: one stamps it, the other finds the stamp.
-    let first_ns = AtomicU64::new(0);
-    let action = move || {
-        if let Some(status) = kernel::process::decided() {
-            kernel::process::exit_now(status, &[]);
-        }
-        let now_ns = kernel::monotonic_ns().max(1);
-        stop.store(true, Ordering::SeqCst);
-        if let Err(first) = first_ns.compare_exchange(0, now_ns, Ordering::SeqCst, Ordering::SeqCst)
-            && exit_on_second
-            && is_second_stop(first, now_ns)
-        {
-            kernel::process::exit_now(128 + sig, &[]);
-        }
-    };
-    // SAFETY: the action only reads the clock (clock_gettime), loads,
-    // stores and swaps atomics and calls _exit, all async-signal-safe; it
-    // allocates nothing and takes no lock.
-    unsafe { signal_hook::low_level::register(sig, action) }
-}
-
-/// Ignores `sig` from now on: SIGXFSZ, so that a file past the size limit
-/// (`ulimit -f`) fails its write with EFBIG, which the writers handle like
-/// a full disk, instead of the signal killing the process (153).
-pub fn ignore(sig: libc::c_int) {
-    // SAFETY: setting SIG_IGN installs no code; signal() only changes the
-    // disposition.
-    unsafe {
-        libc::signal(sig, libc::SIG_IGN);
-    }
-}
-
 pub fn overflow_signal() -> libc::c_int {
     libc::SIGRTMIN() + 1
 }
@@ -610,21 +539,6 @@ mod tests {
                 assert_eq!(SignalRecord::unpack(r.pack()), r);
             }
         }
-    }
-
-    /// `timeout` sends its signal twice within microseconds (to the child,
-    /// then to its process group): one stop. A second one a second or more
-    /// later ends the run at once.
-    #[test]
-    fn the_same_stop_signal_twice_in_the_window_is_one_stop() {
-        let first = 5_000_000_000;
-        assert!(!is_second_stop(first, first));
-        assert!(!is_second_stop(first, first + 40_000));
-        assert!(!is_second_stop(first, first + REPEAT_WINDOW_NS - 1));
-        assert!(is_second_stop(first, first + REPEAT_WINDOW_NS));
-        assert!(is_second_stop(first, first + 30 * REPEAT_WINDOW_NS));
-        // A clock read that went backwards is never a second stop.
-        assert!(!is_second_stop(first, first - 1));
     }
 
     #[test]
