@@ -164,6 +164,25 @@ pub enum GroupBy {
     PseudoNmi,
 }
 
+/// Spans in which the run's controller did not run at all for longer than
+/// a watchdog allows a worker to be silent: the process was stopped
+/// (SIGSTOP, a cgroup freezer) or the machine paused. The watchdog does
+/// not count them against the workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub times: u64,
+    pub longest_ns: u64,
+    pub total_ns: u64,
+}
+
+impl Held {
+    pub fn add(&mut self, span_ns: u64) {
+        self.times += 1;
+        self.longest_ns = self.longest_ns.max(span_ns);
+        self.total_ns += span_ns;
+    }
+}
+
 /// Why the run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -167,11 +167,25 @@ fn branches_without_a_pmu_cannot_test_and_suggest_task_clock() {
         return;
     }
     let _machine = shared_machine();
-    let out = run(&["run", "--duration", "1s"]);
+    // Without --out, in a directory of its own: the default results/ there.
+    let cwd = tempfile::tempdir().unwrap();
+    let out = pmustress()
+        .current_dir(cwd.path())
+        .args(["run", "--duration", "1s"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(stderr.contains("--event task-clock"), "{stderr}");
     assert!(stderr.contains("/sys/bus/event_source/devices"), "{stderr}");
+    // The refusal's results directory says why, as every refusal's does.
+    let dirs: Vec<_> = std::fs::read_dir(cwd.path().join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let r = read_json(&dirs[0]);
+    assert_eq!(r["exit_status"], 125, "{r:#}");
 }
 
 #[test]

@@ -191,3 +191,66 @@ fn a_run_under_a_realtime_policy_stops() {
     send_signal(child.id() as i32, libc::SIGINT);
     assert_interrupted_by(&mut child, &out, libc::SIGINT, "chrt -f 1, SIGINT");
 }
+
+/// SIGSTOP holds every thread, the controller's too: a stop longer than the
+/// watchdog was blamed on the event ("got no overflow signal for 1504 ms
+/// while running: the event does not count or overflow here") and every
+/// worker stopped. SIGCONT resumes the run; the stop counts against no
+/// worker, and run.json says how long the run was held.
+#[test]
+fn a_stopped_and_continued_run_blames_no_worker() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    // A 20 ms period: after SIGCONT the controller looks before a worker
+    // has had its next overflow; two workers, one per CPU, so that each
+    // has one in well under the watchdog while the run goes.
+    let mut child = pmustress_child()
+        .args(["run", "--event", "task-clock", "--period", "20000000"])
+        .args([
+            "--workers",
+            "2",
+            "--duration",
+            "4s",
+            "--watchdog",
+            "1s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("pmustress starts");
+    wait_until_started(&out, &mut child);
+    // Into the measurement, past the workers' setup.
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = child.id() as i32;
+    send_signal(pid, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(2500));
+    send_signal(pid, libc::SIGCONT);
+    let status = wait_at_most(&mut child, HANG_GUARD).expect("the run ends");
+    let run = read_json(&out);
+    let stalled: Vec<&serde_json::Value> = run["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| !w["stalled"].is_null())
+        .collect();
+    assert!(stalled.is_empty(), "{stalled:?}");
+    assert_eq!(run["stop_reason"], "duration", "{run:#}");
+    assert_ne!(status.code(), Some(1), "{run:#}");
+    // Held at least as long as it was stopped, less the 5 ms pause the
+    // controller had asked for when the stop came.
+    assert!(run["held"]["times"].as_u64().unwrap() >= 1, "{run:#}");
+    assert!(
+        run["held"]["longest_ns"].as_u64().unwrap() >= 2_400_000_000,
+        "{run:#}"
+    );
+    assert!(
+        run["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("the run was held off the CPU")),
+        "{run:#}"
+    );
+}

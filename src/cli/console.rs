@@ -593,6 +593,7 @@ mod tests {
             moves: 3_100,
             overflows: 31_000,
             stops: 620,
+            held: Default::default(),
         };
         let timed = Goal {
             seconds: Some(10.0),

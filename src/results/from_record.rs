@@ -156,6 +156,7 @@ impl RunResults {
             stop: &record.stop_reason,
             stray_signals: record.stray_signals,
             foreign_signals: record.foreign_signals,
+            held: record.held,
             max_sample_rate: record.max_sample_rate,
             perf_event_paranoid: fingerprint.knobs.perf_event_paranoid.value,
         };
@@ -186,6 +187,7 @@ impl RunResults {
             totals,
             stray_signals: record.stray_signals,
             foreign_signals: record.foreign_signals,
+            held: record.held,
             max_sample_rate_before: record.max_sample_rate.0,
             max_sample_rate_after: record.max_sample_rate.1,
             anomalies: anomalies.iter().map(AnomalyRecord::from).collect(),

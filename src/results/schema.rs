@@ -300,6 +300,10 @@ pub struct RunResults {
     /// before did not count them).
     #[serde(default)]
     pub foreign_signals: u64,
+    /// Spans the controller was held off the CPU, the process stopped or
+    /// frozen (runs recorded before did not measure them).
+    #[serde(default)]
+    pub held: crate::domain::Held,
     pub max_sample_rate_before: Option<u64>,
     pub max_sample_rate_after: Option<u64>,
     /// The first anomalies, in order (all are counted in totals).

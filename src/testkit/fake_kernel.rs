@@ -147,6 +147,13 @@ pub struct Script {
     /// signal still on its way is handled right after it (the race a
     /// reset-mode re-arm must not win).
     pub handlers_after_watchdog: bool,
+    /// The whole process stopped (SIGSTOP, a cgroup freezer): from each
+    /// (time after `START_NS`, how long), no thread runs and no step or
+    /// signal comes, and everything due after its start comes that much
+    /// later. The controller, asleep in its pause when it came, is the
+    /// first to run at its end (its sleep is long over): that pause ends
+    /// there.
+    pub holds: Vec<(u64, u64)>,
 }
 
 impl Default for Script {
@@ -161,6 +168,7 @@ impl Default for Script {
             open_panics: false,
             max_sample_rate: Some(100_000),
             handlers_after_watchdog: false,
+            holds: Vec::new(),
         }
     }
 }
@@ -560,6 +568,31 @@ impl State {
             self.logs.resize_with(worker + 1, FakeKernelLog::default);
         }
         &mut self.logs[worker]
+    }
+
+    /// A pause from now to `target`: the first hold (`Script::holds`) that
+    /// starts in it postpones everything due after its start by its length
+    /// and ends the pause. The pause's end.
+    fn hold_the_process(&mut self, target: u64) -> u64 {
+        let Some((at, span)) = self
+            .script
+            .holds
+            .iter()
+            .map(|&(after, span)| (START_NS + after, span))
+            .find(|&(at, _)| self.now <= at && at < target)
+        else {
+            return target;
+        };
+        let later: Vec<((u64, u64), Due)> =
+            self.timeline.extract_if(.., |(t, _), _| *t > at).collect();
+        self.timeline
+            .extend(later.into_iter().map(|((t, n), due)| ((t + span, n), due)));
+        for t in &mut self.threads {
+            if let Some(u) = t.until.as_mut().filter(|u| **u > at) {
+                *u += span;
+            }
+        }
+        at + span
     }
 
     fn event_of(&self, fd: RawFd) -> io::Result<usize> {
@@ -962,11 +995,18 @@ impl Kernel for FakeKernel {
         self.sim.lock().now
     }
 
+    /// The controller's work between two pauses takes no time on this
+    /// clock: it is always on the CPU.
+    fn thread_cpu_ns(&self) -> u64 {
+        0
+    }
+
     fn pause(&self, d: Duration) {
         let sim = &*self.sim;
         let mut st = sim.lock();
         st = sim.poke_each(st, Poke::Check, |_| true);
         let target = st.now + d.as_nanos() as u64;
+        let target = st.hold_the_process(target);
         while let Some(entry) = st.timeline.first_entry() {
             if entry.key().0 > target {
                 break;

@@ -135,6 +135,10 @@ impl Kernel for StalledWorker {
         Kernel::now_ns(&Real)
     }
 
+    fn thread_cpu_ns(&self) -> u64 {
+        Real.thread_cpu_ns()
+    }
+
     fn pause(&self, d: Duration) {
         Real.pause(d)
     }

@@ -113,6 +113,8 @@ pub struct RunSide<'a> {
     pub stray_signals: (u64, u64),
     /// Overflow signals and SIGIOs a process sent (kill, sigqueue), ignored.
     pub foreign_signals: u64,
+    /// Spans the run's controller was held off the CPU.
+    pub held: crate::domain::Held,
     /// perf_event_max_sample_rate at start and end.
     pub max_sample_rate: (Option<u64>, Option<u64>),
     /// perf_event_paranoid when the run started (None: unreadable).
@@ -458,12 +460,26 @@ impl fmt::Display for Reason {
 /// `Warning::ForeignSignals` after its count.
 const FOREIGN_SIGNALS: &str = "overflow signals or SIGIOs were sent by a process (kill, sigqueue), not by the kernel: ignored, never counted as overflows or signal-queue overflows";
 
+/// `Warning::Held`'s words.
+fn held_words(h: &crate::domain::Held) -> String {
+    let s = |ns: u64| format!("{:.2} s", ns as f64 / 1e9);
+    format!(
+        "the run was held off the CPU {} time{}, {} in all, the longest {}: the process was stopped (SIGSTOP, a cgroup freezer), the machine paused, or the run starved; the watchdog did not count that time against the workers",
+        h.times,
+        if h.times == 1 { "" } else { "s" },
+        s(h.total_ns),
+        s(h.longest_ns)
+    )
+}
+
 /// Something a reader must know that does not change the verdict.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Warning {
     SoftwareEvent,
     /// Overflow signals or SIGIOs a process sent.
     ForeignSignals(u64),
+    /// The run's controller was held off the CPU (stopped, frozen).
+    Held(crate::domain::Held),
     SelfTest {
         every: u64,
     },
@@ -525,6 +541,7 @@ impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Warning::ForeignSignals(n) => write!(f, "{n} {FOREIGN_SIGNALS}"),
+            Warning::Held(h) => f.write_str(&held_words(h)),
             Warning::SoftwareEvent => write!(
                 f,
                 "{}: it proves the pipeline (signals, rings, migrator, judge), not the interrupt path of a PMU",
@@ -799,6 +816,11 @@ fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
         && side.foreign_signals > 0
     {
         w.push(Warning::ForeignSignals(side.foreign_signals));
+    }
+    if let Some((_, side)) = run
+        && side.held.times > 0
+    {
+        w.push(Warning::Held(side.held));
     }
     if let Some((_, side)) = run
         && let (Some(from), Some(to)) = side.max_sample_rate

@@ -259,6 +259,7 @@ fn a_runs_own_reasons_are_not_the_streams() {
         stop: &stop,
         stray_signals: (3, 4),
         foreign_signals: 6,
+        held: crate::domain::Held::default(),
         max_sample_rate: (Some(100_000), Some(50_000)),
         perf_event_paranoid: Some(1),
     };
@@ -357,6 +358,7 @@ fn a_late_p999_suggests_a_period() {
         stop: &stop,
         stray_signals: (0, 0),
         foreign_signals: 0,
+        held: crate::domain::Held::default(),
         max_sample_rate: (None, None),
         perf_event_paranoid: None,
     };
@@ -424,6 +426,7 @@ fn a_run_without_the_count_witness_says_how_to_get_it() {
             stop: &stop,
             stray_signals: (0, 0),
             foreign_signals: 0,
+            held: crate::domain::Held::default(),
             max_sample_rate: (None, None),
             perf_event_paranoid: paranoid,
         };

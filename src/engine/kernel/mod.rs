@@ -705,6 +705,9 @@ pub trait Kernel: Clone + Send + Sync + 'static {
 
     /// CLOCK_MONOTONIC ns: the clock of the sample records and the handler.
     fn now_ns(&self) -> u64;
+    /// The CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID): with
+    /// `now_ns`, how long the controller was off the CPU between passes.
+    fn thread_cpu_ns(&self) -> u64;
     /// The controller's wait between two passes over the rings.
     fn pause(&self, d: Duration);
     /// A worker's or the migrator's wait: `d`, none when zero, or until
@@ -823,6 +826,17 @@ impl Kernel for Real {
 
     fn now_ns(&self) -> u64 {
         monotonic_ns()
+    }
+
+    fn thread_cpu_ns(&self) -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec; the calling thread's
+        // CPU clock always exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     }
 
     fn pause(&self, d: Duration) {

@@ -23,7 +23,7 @@ use hdrhistogram::Histogram;
 use std::collections::VecDeque;
 
 use crate::config::RunConfig;
-use crate::domain::{RearmMode, StopReason, SwitchWitness};
+use crate::domain::{Held, RearmMode, StopReason, SwitchWitness};
 use crate::engine::kernel::{self, EventAttr, Kernel};
 use crate::engine::migrator::{self, Plan};
 use crate::engine::sample::{self, RingIds, RingState};
@@ -97,6 +97,8 @@ pub struct Progress {
     pub overflows: u64,
     /// Stops of the counting events the kernel witnessed, all workers.
     pub stops: u64,
+    /// Spans the controller was held off the CPU (`Held`).
+    pub held: Held,
 }
 
 /// One worker's raw outcome, in memory: the judge's account of its stream
@@ -137,6 +139,8 @@ pub struct RunRecord {
     pub stray_signals: (u64, u64),
     /// Overflow signals and SIGIOs a process sent, ignored.
     pub foreign_signals: u64,
+    /// Spans the controller was held off the CPU (`Held`).
+    pub held: Held,
     /// perf_event_max_sample_rate at start and end: the kernel lowers it
     /// when interrupts take too long.
     pub max_sample_rate: (Option<u64>, Option<u64>),
@@ -431,6 +435,7 @@ pub fn run_on<K: Kernel>(
         stop_reason,
         stray_signals: signal::stray_counts(),
         foreign_signals: signal::foreign_count(),
+        held: progress.held,
         max_sample_rate: (rate_before, kernel.max_sample_rate()),
     })
 }
@@ -605,9 +610,16 @@ fn supervise<K: Kernel>(
     let progress = &mut progress;
     let mut last_progress = started_ns;
     let mut horizon = started_ns;
+    let mut last_pass = (started_ns, kernel.thread_cpu_ns());
     loop {
         kernel.pause(DRAIN_EVERY);
         let now = kernel.now_ns();
+        let cpu = kernel.thread_cpu_ns();
+        let held = held_since(last_pass, (now, cpu), cfg.watchdog_ns);
+        last_pass = (now, cpu);
+        if let Some(span) = held {
+            progress.held.add(span);
+        }
         let pass = Pass {
             now,
             horizon,
@@ -615,7 +627,7 @@ fn supervise<K: Kernel>(
         };
         drain_all(kernel, live, handles, observer, progress, pass);
         horizon = now.saturating_sub(JUDGE_LAG_NS);
-        watchdog(kernel, cfg, live, handles, now);
+        watchdog(kernel, cfg, live, handles, now, held.unwrap_or(0));
 
         if let Some(n) = cfg.interrupts_per_worker {
             for (l, h) in live.iter().zip(handles) {
@@ -824,20 +836,42 @@ fn drain_all<K: Kernel>(
     more
 }
 
+/// How long the controller was off the CPU since the last pass, between
+/// two (CLOCK_MONOTONIC, thread CPU time) readings, when that is half a
+/// watchdog or more: the process was stopped (SIGSTOP, a cgroup freezer),
+/// the machine paused, or the controller starved. The watchdog cannot
+/// have watched the workers then, so that time is not counted against
+/// them (a freeze used to read as "the event does not count or overflow
+/// here"). Off the CPU: the time between the readings less the pause
+/// asked for and the CPU time the pass itself took.
+fn held_since(last: (u64, u64), now: (u64, u64), watchdog_ns: u64) -> Option<u64> {
+    let wall = now.0.saturating_sub(last.0);
+    let ran = now.1.saturating_sub(last.1);
+    let off_cpu = wall
+        .saturating_sub(DRAIN_EVERY.as_nanos() as u64)
+        .saturating_sub(ran);
+    (off_cpu >= watchdog_ns / 2).then_some(off_cpu)
+}
+
 /// Stops workers that make no progress: a thread that no longer runs user
 /// code (livelocked in signal delivery), or an event that never overflows.
+/// `held_ns`: time since the last pass the controller was held
+/// (`held_since`), which counts as neither silence nor progress.
 fn watchdog<K: Kernel>(
     kernel: &K,
     cfg: &RunConfig,
     live: &mut [Option<RunningWorker<K>>],
     handles: &[Arc<WorkerControl>],
     now: u64,
+    held_ns: u64,
 ) {
     for (l, h) in live.iter_mut().zip(handles) {
         let Some(l) = l else { continue };
         if l.stalled.is_some() || h.stop.load(Ordering::Relaxed) {
             continue;
         }
+        l.heartbeat_seen_ns = (l.heartbeat_seen_ns + held_ns).min(now);
+        l.last_signal_ns = (l.last_signal_ns + held_ns).min(now);
         let beat = h.heartbeat.load(Ordering::Relaxed);
         if beat != l.last_heartbeat {
             l.last_heartbeat = beat;

@@ -16,6 +16,7 @@ use crate::fingerprint::Fingerprint;
 use crate::judge::AnomalyKind;
 use crate::results::schema::{RunResults, Verdict};
 use crate::testkit::fake_kernel::{Call, FakeKernel, START_NS, Script, Signal, Step};
+use crate::verdict::Warning;
 
 const PERIOD: u64 = 100_000;
 const MS: u64 = 1_000_000;
@@ -771,6 +772,51 @@ fn watchdog_stops_a_worker_whose_event_stops_overflowing() {
     assert_eq!(
         out.kernel.log(0).calls,
         [Call::Reset, Call::Enable, Call::Disable, Call::Disable]
+    );
+}
+
+/// SIGSTOP or a cgroup freezer holds every thread, the controller's too:
+/// a hold longer than the watchdog used to stop the workers as if their
+/// event did not count or overflow. The held time counts against no
+/// worker, and the run says it was held.
+#[test]
+fn a_held_process_is_not_a_stalled_worker() {
+    let cfg = config(&[
+        "--workers",
+        "1",
+        "--migrate",
+        "none",
+        "--duration",
+        "150ms",
+        "--watchdog",
+        "50ms",
+    ]);
+    let mut script = Script::default().worker([Step::OVERFLOW; 300]);
+    // From the start of the controller's pause at 20 ms, as SIGSTOP
+    // mostly finds it.
+    script.holds = vec![(20 * MS, 100 * MS)];
+    let out = run_fake(&cfg, script, &no_stop);
+    let r = &out.results;
+    assert_eq!(r.stop_reason, StopReason::Duration);
+    assert_eq!(r.workers[0].stalled, None);
+    // The controller's pause from 20 ms, asked for 5, ended at 120 ms
+    // with the hold: 95 ms more than it asked.
+    let held = Held {
+        times: 1,
+        longest_ns: 95 * MS,
+        total_ns: 95 * MS,
+    };
+    assert_eq!(r.held, held);
+    assert!(
+        r.warnings.contains(&Warning::Held(held)),
+        "{:?}",
+        r.warnings
+    );
+    assert_clean_but_short(r);
+    // 150 ms, 100 of them held: 50 steps of 1 ms, every one an overflow.
+    assert_eq!(
+        (r.totals.kernel_samples, r.totals.dropped_interrupts),
+        (50, 0)
     );
 }
 
