@@ -316,6 +316,11 @@ fn replay_refuses_a_skid_that_run_refuses() {
         );
     }
     // Below the period it judges the stream.
-    let o = run(&["replay", s, "--period", "1000", "--skid", "999"]);
-    assert_ne!(o.status.code(), Some(2));
+    let o = run(&["replay", s, "--period", "1000", "--skid", "999", "--pmu"]);
+    assert_ne!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -597,7 +597,7 @@ fn replay_fits_100_columns() {
     let stream = format!("{dir}/raw.csv.gz");
     for argv in [
         vec!["replay", dir],
-        vec!["replay", &stream, "--period", "100000"],
+        vec!["replay", &stream, "--period", "100000", "--pmu"],
     ] {
         let out = crate::util::run(&argv);
         let stdout = String::from_utf8_lossy(&out.stdout);

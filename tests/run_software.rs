@@ -160,6 +160,44 @@ fn injected_drops_are_reported_exactly_and_pass_the_self_test() {
     );
 }
 
+/// A bare stream does not say what counted it. Judged as a PMU's, a
+/// task-clock stream read as dropped (exit 1): its hrtimer takes every
+/// overflow late. Without --software or --pmu the replay asks, naming
+/// both; with --software it gives the run's own verdict.
+#[test]
+fn a_bare_stream_replays_only_once_told_its_clock() {
+    let _machine = shared_machine();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = pmustress()
+        .arg("run")
+        .args(TASK_CLOCK_3S)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let bare = dir.path().join("raw.csv.gz");
+    std::fs::copy(out_dir.join("raw.csv.gz"), &bare).unwrap();
+    let bare = bare.to_str().unwrap();
+    let asked = run(&["replay", bare, "--period", "1000000"]);
+    let stderr = String::from_utf8_lossy(&asked.stderr);
+    assert_eq!(asked.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("error: --pmu/--software: "), "{stderr}");
+    assert!(
+        stderr.contains("give --pmu (a hardware PMU counter) or --software"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let told = run(&["replay", bare, "--period", "1000000", "--software"]);
+    let stdout = String::from_utf8_lossy(&told.stdout);
+    let r = read_json(&out_dir);
+    assert_eq!(told.status.code(), out.status.code(), "{stdout}");
+    assert!(
+        stdout.contains(&format!("verdict: {} (", r["verdict"].as_str().unwrap())),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn branches_without_a_pmu_cannot_test_and_suggest_task_clock() {
     if has_core_pmu() {

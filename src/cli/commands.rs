@@ -64,8 +64,6 @@ pub fn dispatch<K: Kernel>(command: Command, machine: &K) -> i32 {
 
 /// `pmustress replay`: the judgement of a recorded stream, again.
 fn replay_command(args: &ReplayArgs) -> i32 {
-    use crate::domain::RearmMode;
-    use crate::judge::JudgeConfig;
     use crate::report::replay;
     if args.path.is_dir() {
         // A run.json that is not a run is the argument's fault (2), as in
@@ -139,30 +137,12 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         }
         return emit(&out, status);
     }
-    let Some(period) = args.period else {
-        errln!(
-            "error: --period: replaying a bare stream ({}) needs its period, e.g. --period 100000 (or give a results directory)",
-            args.path.display()
-        );
-        return EXIT_USAGE;
-    };
-    if let Err(e) = replay_skids(args, period) {
-        errln!("error: {e}");
-        return EXIT_USAGE;
-    }
-    let cfg = JudgeConfig {
-        software: args.software,
-        include_kernel: args.include_kernel,
-        inject_drop_every: args.inject_drop_every.unwrap_or(0),
-        irq_masked_at_stops: args.irq_masked_at_stops,
-        max_count_rate: args.max_count_rate.unwrap_or(0),
-        driver_rules: args.driver_rules,
-        ..JudgeConfig::new(
-            period,
-            args.skid.unwrap_or(0),
-            args.interrupt_skid.unwrap_or(0),
-            args.mode.unwrap_or(RearmMode::Free),
-        )
+    let cfg = match bare_stream_settings(args) {
+        Ok(cfg) => cfg,
+        Err(line) => {
+            errln!("error: {line}");
+            return EXIT_USAGE;
+        }
     };
     let (r, truncated) = match replay::judge_file(&args.path, cfg) {
         Ok(judged) => judged,
@@ -192,6 +172,42 @@ fn replay_command(args: &ReplayArgs) -> i32 {
 /// A bare stream's skids by the run's rule: it refuses a skid of a
 /// period or more, so a replay accepting one judged a stream no run could
 /// have made.
+/// A bare stream's judge settings, all from the command line, or the
+/// usage error's line.
+fn bare_stream_settings(args: &ReplayArgs) -> Result<crate::judge::JudgeConfig, String> {
+    use crate::domain::RearmMode;
+    let Some(period) = args.period else {
+        return Err(format!(
+            "--period: replaying a bare stream ({}) needs its period, e.g. --period 100000 (or give a results directory)",
+            args.path.display()
+        ));
+    };
+    replay_skids(args, period).map_err(|e| e.to_string())?;
+    // Judged as a PMU's, a software clock's stream reads as drops (its
+    // hrtimer takes the overflow late, a tick after the due point): a
+    // bare stream's clock is the user's to say, never assumed.
+    if !args.software && !args.pmu {
+        return Err(format!(
+            "--pmu/--software: a bare stream ({}) does not say what counted it: give --pmu (a hardware PMU counter) or --software (a software clock: task-clock, cpu-clock), or give its results directory",
+            args.path.display()
+        ));
+    }
+    Ok(crate::judge::JudgeConfig {
+        software: args.software,
+        include_kernel: args.include_kernel,
+        inject_drop_every: args.inject_drop_every.unwrap_or(0),
+        irq_masked_at_stops: args.irq_masked_at_stops,
+        max_count_rate: args.max_count_rate.unwrap_or(0),
+        driver_rules: args.driver_rules,
+        ..crate::judge::JudgeConfig::new(
+            period,
+            args.skid.unwrap_or(0),
+            args.interrupt_skid.unwrap_or(0),
+            args.mode.unwrap_or(RearmMode::Free),
+        )
+    })
+}
+
 fn replay_skids(args: &ReplayArgs, period: u64) -> Result<(), ConfigError> {
     for (flag, skid) in [
         ("--skid", args.skid),

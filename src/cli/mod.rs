@@ -175,7 +175,8 @@ pub struct CompareArgs {
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// A results directory (its raw.csv.gz, judged with its run.json's
-    /// settings), or a stream file (raw.csv.gz or raw.csv: give --period).
+    /// settings), or a stream file (raw.csv.gz or raw.csv: give --period,
+    /// and --pmu or --software).
     #[arg(value_name = "DIR|FILE")]
     pub path: PathBuf,
 
@@ -195,9 +196,14 @@ pub struct ReplayArgs {
     #[arg(long, value_enum)]
     pub mode: Option<RearmMode>,
 
-    /// A bare stream of a software clock.
+    /// A bare stream of a software clock (task-clock, cpu-clock). A bare
+    /// stream does not say what counted it: give this or --pmu.
     #[arg(long)]
     pub software: bool,
+
+    /// A bare stream of a hardware PMU counter.
+    #[arg(long, conflicts_with = "software")]
+    pub pmu: bool,
 
     /// A bare stream that counted kernel mode.
     #[arg(long)]

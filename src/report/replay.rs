@@ -8,8 +8,9 @@ stream and compares what it finds with what the run recorded: the same code
 on the same stream must give the same totals and verdict, so a difference is
 a change in the judge (or a bug) that the replay names field by field.
 
-A bare stream (`replay FILE --period N ...`) is judged with the settings
-given on the command line. Nothing is written unless asked.
+A bare stream (`replay FILE --period N --pmu|--software ...`) is judged
+with the settings given on the command line; what counted it is never
+assumed. Nothing is written unless asked.
 
 The stream is read as it was written: gzip members one after another, each
 whole; a run killed mid-write leaves a partial last member, which is
