@@ -792,6 +792,7 @@ impl Collect {
             results.mark_unsaved(crate::results::writer::unsaved(&cfg.out, e));
             // run.json is still the incomplete one: any status goes with it.
             kernel::process::decide(results.exit_status);
+            kernel::process::settle();
         }
         (
             console,

@@ -73,8 +73,8 @@ fn stop_action(
     // handler at once: one stamps it, the other finds the stamp.
     let first_ns = AtomicU64::new(0);
     move || {
-        if let Some(status) = kernel::process::decided() {
-            kernel::process::exit_now(status, &[]);
+        if kernel::process::exit_with_the_decided_status() {
+            return;
         }
         let now_ns = kernel::monotonic_ns().max(1);
         stop.store(true, Ordering::SeqCst);

@@ -641,6 +641,7 @@ impl ResultsDir {
                     "run.json",
                     &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.clone()),
                 );
+                process::settle();
             } else {
                 let _ = dir.remove("run.json");
             }
@@ -820,6 +821,7 @@ impl ResultsDir {
         );
         process::forget_results_dir();
         let _ = self.dir.remove(process::OOM_RUN_JSON);
+        process::settle();
         written
     }
 
@@ -959,6 +961,7 @@ impl ResultsDir {
             process::forget_results_dir();
             let _ = self.dir.remove(process::OOM_RUN_JSON);
         }
+        process::settle();
         written
     }
 }

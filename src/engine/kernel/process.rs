@@ -2,10 +2,13 @@
 How the process ends when something interrupts it at a bad moment.
 
 - The exit status is decided once, just before the final run.json (which
-  holds it) is renamed into place: from then on every way out (a stop
-  signal, a failed allocation) exits with that status, so the process and
-  run.json never disagree. Before it, a way out leaves run.json
-  `incomplete`.
+  holds it) is written and renamed into place: from then on every way out
+  (a stop signal, a failed allocation) exits with that status, so the
+  process and run.json never disagree. A stop signal that comes while that
+  run.json is being written waits for it (`settle`): it used to exit
+  before the rename, leaving run.json `incomplete` (`timeout`'s second
+  signal, 20 ms after its first). Before the decision, a way out leaves
+  run.json `incomplete`.
 - A failed allocation (`ulimit -v`, a machine out of memory) is not an
   abort (134) with a backtrace: one line, and 125 with run.json saying why
   (a copy prepared while memory was there is renamed over run.json), or the
@@ -17,7 +20,7 @@ allocates nothing, takes no lock and only makes async-signal-safe calls.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The run.json a failed allocation renames over run.json (verdict
 /// `incomplete`, exit 125, `setup_failure` saying why), written beside it
@@ -49,6 +52,40 @@ pub fn decided() -> Option<i32> {
         s if s >= 0 => Some(s),
         _ => None,
     }
+}
+
+/// Set once the run.json holding the decided status is in place, or will
+/// never be (its write failed).
+static SETTLED: AtomicBool = AtomicBool::new(false);
+/// A stop signal came while that run.json was being written.
+static EXIT_ASKED: AtomicBool = AtomicBool::new(false);
+
+/// The run.json that holds the decided status is what it will be: a stop
+/// signal from now on exits with that status at once, and one that came
+/// while it was written does so now.
+pub fn settle() {
+    SETTLED.store(true, Ordering::SeqCst);
+    if EXIT_ASKED.load(Ordering::SeqCst)
+        && let Some(status) = decided()
+    {
+        exit_now(status, &[]);
+    }
+}
+
+/// What a stop signal does once the exit status is decided: exit with it,
+/// or, while its run.json is being written, leave that to `settle`. False
+/// (nothing done) before the decision.
+pub fn exit_with_the_decided_status() -> bool {
+    let Some(status) = decided() else {
+        return false;
+    };
+    // Asked first, then settled read: with `settle`'s opposite order (all
+    // SeqCst), one of the two sees the other's store and exits.
+    EXIT_ASKED.store(true, Ordering::SeqCst);
+    if SETTLED.load(Ordering::SeqCst) {
+        exit_now(status, &[]);
+    }
+    true
 }
 
 /// Until `forget_results_dir`: a failed allocation renames `dir`'s
@@ -276,5 +313,44 @@ mod tests {
             decimal(usize::MAX, &mut buf),
             usize::MAX.to_string().as_bytes()
         );
+    }
+
+    /// Set in the child process `settle_child` runs in.
+    const SETTLE_CHILD: &str = "PMUSTRESS_SETTLE_CHILD";
+
+    /// A stop signal after the decision but before its run.json is in
+    /// place exits only once it is (`settle`), with the decided status. In
+    /// a child process (this test binary again), as the decision is
+    /// process-wide and ends it.
+    #[test]
+    fn a_stop_while_run_json_is_written_exits_once_it_is_in_place() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "engine::kernel::process::tests::settle_child"])
+            .args(["--ignored", "--nocapture", "--test-threads=1"])
+            .env(SETTLE_CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("undecided: went on"), "{stdout}");
+        assert!(stdout.contains("being written: deferred"), "{stdout}");
+        assert!(!stdout.contains("settled: went on"), "{stdout}");
+        assert_eq!(out.status.code(), Some(143), "{stdout}");
+    }
+
+    #[test]
+    #[ignore = "a child process of a_stop_while_run_json_is_written_exits_once_it_is_in_place"]
+    fn settle_child() {
+        if std::env::var_os(SETTLE_CHILD).is_none() {
+            return;
+        }
+        if !exit_with_the_decided_status() {
+            println!("undecided: went on");
+        }
+        decide(143);
+        if exit_with_the_decided_status() {
+            println!("being written: deferred");
+        }
+        settle();
+        println!("settled: went on");
     }
 }
