@@ -27,9 +27,13 @@ use crate::engine::kernel::{self, HandlerKernel, Real};
 use crate::engine::ring::Ring;
 
 /// The largest fd a worker's event may have (the table is indexed by fd).
-pub const MAX_FD: usize = 4096;
+/// Descriptors are handed out lowest first, so a run's stay below the
+/// number it holds: room for the most workers' (at 4096, `--workers 1024`
+/// took 3.4 GB and then failed at fd 4098).
+pub const MAX_FD: usize = 8192;
 /// The most workers one run may have.
 pub const MAX_WORKERS: usize = 1024;
+const _: () = assert!(crate::engine::sigqueue::fds_needed(MAX_WORKERS) <= MAX_FD as u64);
 /// `at_stop` in a packed record: none (no count is ever this high).
 const NO_COUNT: u64 = u64::MAX;
 

@@ -84,7 +84,7 @@ pub const FDS_PER_WORKER: u64 = 4;
 pub const FDS_BESIDE_WORKERS: u64 = 32;
 
 /// Descriptors a run of `workers` needs.
-pub fn fds_needed(workers: usize) -> u64 {
+pub const fn fds_needed(workers: usize) -> u64 {
     (workers as u64)
         .saturating_mul(FDS_PER_WORKER)
         .saturating_add(FDS_BESIDE_WORKERS)
