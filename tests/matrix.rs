@@ -195,6 +195,64 @@ fn failing_cases_do_not_stop_the_sweep_and_exit_125() {
     }
 }
 
+/// A --migrate none case is a control: a worker no one moves is stopped
+/// only when the scheduler preempts it, too seldom for a clean verdict's
+/// 299 stops (the quick sweep exited 125 on a healthy VM for it alone).
+/// Inconclusive for that alone it is a `control`, which fails nothing but
+/// judges nothing either: a sweep of controls only is still 125. How many
+/// stops preemption gives depends on the machine's load, so the row is
+/// checked against its own run.json.
+#[test]
+fn a_control_without_migration_too_short_to_judge_is_listed_as_one() {
+    let root = tempfile::tempdir().unwrap();
+    let out = script(
+        &[
+            ("EVENTS", "task-clock"),
+            ("PERIODS", "1000000"),
+            ("WORKERS", "1"),
+            ("MIGRATE", "none"),
+            ("INTERRUPTS", "300"),
+        ],
+        &["--results", root.path().to_str().unwrap()],
+    );
+    let what = describe(&out);
+    let matrix = matrix_dir(root.path());
+    let rows = summary_rows(&matrix);
+    assert_eq!(rows.len(), 1, "{what}");
+    let json = read_json(&matrix.join(&rows[0][0]));
+    let reasons: Vec<&str> = json["inconclusive_because"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    if json["verdict"] == "clean" {
+        assert_eq!(
+            (rows[0][6].as_str(), out.status.code()),
+            ("clean", Some(0)),
+            "{what}"
+        );
+    } else {
+        assert!(
+            !reasons.is_empty() && reasons.iter().all(|r| r.starts_with("not enough stops:")),
+            "{reasons:?}"
+        );
+        assert_eq!(
+            (rows[0][6].as_str(), rows[0][7].as_str()),
+            ("control", "125"),
+            "{what}"
+        );
+        assert_eq!(out.status.code(), Some(125), "{what}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(
+                "    a control without migration, too few stops to judge: not enough stops:"
+            ),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn a_case_over_its_time_limit_is_stopped_and_the_sweep_goes_on() {
     let root = tempfile::tempdir().unwrap();
