@@ -8,21 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    is_root, pmustress_child, read_json, run, send_signal, shared_machine, wait_at_most,
-    wait_until_started,
+    is_root, one_message, pmustress_child, read_json, run, send_signal, shared_machine,
+    wait_at_most, wait_until_started,
 };
 
 const INJECTED: &str = "tests/fixtures/results/task-clock-injected";
-
-fn stderr_line(out: &std::process::Output) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "not one line: {stderr}"
-    );
-    stderr
-}
 
 /// A long software run into `out`, stdout and stderr discarded.
 fn start_long(out: &Path, extra: &[&str]) -> Child {
@@ -295,7 +285,7 @@ fn an_out_that_holds_a_run_is_refused_unless_replace() {
 
     let again = quick_run_into(&out, &[]);
     assert_eq!(again.status.code(), Some(2));
-    let line = stderr_line(&again);
+    let line = one_message(&again);
     assert!(
         line.contains("--out") && line.contains("--replace") && line.contains("holds a run"),
         "{line}"
@@ -345,7 +335,7 @@ fn two_runs_into_one_out_do_not_mix() {
                 1,
                 "replace {replace}: exactly one is refused"
             );
-            let line = stderr_line(refused[0]);
+            let line = one_message(refused[0]);
             assert!(line.contains("--out"), "{line}");
         }
         let r = read_json(&out);
@@ -402,7 +392,7 @@ fn readers_refuse_a_run_json_that_is_not_a_run() {
         {
             let out = run(&argv);
             assert_eq!(out.status.code(), Some(2), "{argv:?}");
-            let line = stderr_line(&out);
+            let line = one_message(&out);
             assert!(
                 line.contains(&format!("{dir}/run.json")) && line.contains(why),
                 "{argv:?}: {line}"
@@ -436,7 +426,7 @@ fn a_killed_run_is_never_reported_with_exit_0() {
     );
     assert!(text.contains("the run did not finish"), "{text}");
     assert!(!text.contains("exit 0"), "{text}");
-    assert!(stderr_line(&out).contains("did not finish"));
+    assert!(one_message(&out).contains("did not finish"));
 
     let out = run(&["report", "--format", "json", &killed]);
     assert_eq!(out.status.code(), Some(125));
@@ -451,7 +441,7 @@ fn a_killed_run_is_never_reported_with_exit_0() {
 
     let out = run(&["compare", &killed, CLEAN]);
     assert_eq!(out.status.code(), Some(125));
-    let line = stderr_line(&out);
+    let line = one_message(&out);
     assert!(
         line.contains(&killed) && line.contains("did not finish"),
         "{line}"
@@ -539,7 +529,7 @@ fn compare_answers_huge_counts_and_never_wraps_a_sum() {
     run_with_counts(&group.join("2"), u64::MAX, 0);
     let out = run(&["compare", group.to_str().unwrap(), CLEAN]);
     assert_eq!(out.status.code(), Some(2));
-    let line = stderr_line(&out);
+    let line = one_message(&out);
     assert!(line.contains("add up to more than 2^64 - 1"), "{line}");
 }
 
@@ -638,7 +628,7 @@ fn huge_and_fifo_run_json_are_refused_at_once() {
         .unwrap();
     let out = run(&["report", huge.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    let line = stderr_line(&out);
+    let line = one_message(&out);
     assert!(
         line.contains("209715200 bytes, more than the 16777216"),
         "{line}"
@@ -709,7 +699,7 @@ fn output_to_a_full_device_is_an_error_never_lost() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(125), "{argv:?}");
-        let line = stderr_line(&out);
+        let line = one_message(&out);
         assert!(
             line.contains("cannot write the output: No space left on device"),
             "{argv:?}: {line}"
@@ -820,7 +810,7 @@ fn plot_to_a_full_disk_leaves_no_truncated_image() {
     let svg = disk.path.join("run.svg");
     let out = run(&["plot", INJECTED, "-o", svg.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(125));
-    let line = stderr_line(&out);
+    let line = one_message(&out);
     assert!(line.contains("No space left"), "{line}");
     let left: Vec<_> = std::fs::read_dir(&disk.path).unwrap().flatten().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
@@ -835,7 +825,7 @@ fn a_read_only_out_is_a_usage_error_that_says_so() {
     };
     let out = quick_run_into(&disk.path.join("r"), &[]);
     assert_eq!(out.status.code(), Some(2));
-    let line = stderr_line(&out);
+    let line = one_message(&out);
     assert!(
         line.contains("--out") && line.contains("Read-only"),
         "{line}"
@@ -864,7 +854,7 @@ fn out_of_file_descriptors_cannot_test() {
     }
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(125));
-    let line = stderr_line(&out);
+    let line = one_message(&out);
     assert!(line.contains("cannot test here"), "{line}");
 }
 

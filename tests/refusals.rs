@@ -8,17 +8,9 @@ use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::Output;
 
-use crate::util::{exit_status_in, is_root, pmustress_child, read_json, shared_machine, skipped};
-
-fn one_line(out: &Output) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "not one line: {stderr}"
-    );
-    stderr
-}
+use crate::util::{
+    exit_status_in, is_root, one_message, pmustress_child, read_json, shared_machine, skipped,
+};
 
 /// Without `--out`, in a working directory that was deleted, or where
 /// nothing can be made (/proc, even for root): 125 naming the working
@@ -50,7 +42,7 @@ fn a_working_directory_that_takes_no_results_is_125_not_a_usage_error() {
         .output()
         .unwrap();
     for (out, cwd) in [(&deleted, "gone (deleted)"), (&proc_cwd, "/proc")] {
-        let line = one_line(out);
+        let line = one_message(out);
         assert_eq!(out.status.code(), Some(125), "{line}");
         assert!(
             line.starts_with("pmustress: cannot test here: the working directory ")
@@ -70,7 +62,7 @@ fn a_signal_queue_too_small_is_recorded_in_run_json() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let o = run_with_sigpending(&out, 0);
-    let line = one_line(&o);
+    let line = one_message(&o);
     assert_eq!(o.status.code(), Some(125), "{line}");
     assert!(
         line.contains("the realtime signal queue is too small"),
@@ -159,7 +151,7 @@ fn too_few_file_descriptors_for_the_workers_are_refused_up_front() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let o = run_with_nofile(&out, "64", 128, 128);
-    let line = one_line(&o);
+    let line = one_message(&o);
     assert_eq!(o.status.code(), Some(125), "{line}");
     assert!(line.contains("64 workers need 288"), "{line}");
     assert!(line.contains("--workers 24"), "{line}");
@@ -247,7 +239,7 @@ fn out_of_inodes_the_status_and_run_json_agree() {
             }
             Err(e) => return skipped(&format!("no unshare here: {e}")),
         };
-        let line = one_line(&o);
+        let line = one_message(&o);
         assert_eq!(o.status.code(), Some(125), "{inodes} inodes: {line}");
         let run = read_json(&kept);
         assert_eq!(exit_status_in(&kept), Some(125), "{inodes} inodes: {run:#}");
@@ -289,7 +281,7 @@ fn a_time_namespace_off_the_kernels_clock_is_refused() {
             }
             Err(e) => return skipped(&format!("no unshare here: {e}")),
         };
-        let line = one_line(&o);
+        let line = one_message(&o);
         assert_eq!(o.status.code(), Some(125), "{line}");
         assert!(line.contains("time namespace"), "{line}");
         assert_eq!(exit_status_in(&out), Some(125), "{line}");

@@ -6,11 +6,12 @@
 use std::os::fd::{FromRawFd as _, OwnedFd};
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    exit_status_in, pmustress_child, read_json, send_signal, shared_machine, wait_at_most,
+    exit_status_in, one_message, pmustress_child, read_json, send_signal, shared_machine,
+    wait_at_most,
 };
 
 /// Waits until `dir/run.json` exists and `done` holds for it.
@@ -30,16 +31,6 @@ fn wait_for_run_json(dir: &Path, child: &mut Child, done: impl Fn(&serde_json::V
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-fn one_line(out: &Output) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "not one line: {stderr}"
-    );
-    stderr
 }
 
 /// A pipe's write end, its buffer (4 KiB) already full, and its read end,
@@ -199,7 +190,7 @@ fn an_allocation_failure_is_one_line_and_125_with_run_json_saying_why() {
         );
         if !out.join("run.json").exists() {
             assert_eq!(status, Some(125), "ulimit -v {kib}");
-            one_line(&o);
+            one_message(&o);
             let left: Vec<_> = std::fs::read_dir(&out)
                 .map(|d| d.flatten().map(|e| e.file_name()).collect())
                 .unwrap_or_default();
@@ -209,7 +200,7 @@ fn an_allocation_failure_is_one_line_and_125_with_run_json_saying_why() {
         let r = read_json(&out);
         assert_eq!(exit_status_in(&out), status, "ulimit -v {kib}: {r:#}");
         if r["verdict"] == "incomplete" {
-            let line = one_line(&o);
+            let line = one_message(&o);
             let why = r["setup_failure"].as_str().unwrap_or_default();
             assert!(!why.is_empty(), "{r:#}");
             if line.contains("out of memory") {
@@ -282,7 +273,7 @@ fn a_file_size_limit_at_the_start_is_125_with_run_json() {
     rlimit(&mut cmd, libc::RLIMIT_FSIZE, 100 << 10);
     let o = cmd.output().unwrap();
     assert_eq!(o.status.code(), Some(125), "{:?}", o.status);
-    let line = one_line(&o);
+    let line = one_message(&o);
     assert!(line.contains("ulimit -f"), "{line}");
     let r = read_json(&out);
     assert_eq!(r["verdict"], "incomplete");
@@ -366,7 +357,7 @@ fn an_out_holding_any_file_a_run_writes_is_refused() {
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(2), "{name}");
-        assert!(one_line(&o).contains("--replace"), "{name}");
+        assert!(one_message(&o).contains("--replace"), "{name}");
         assert_eq!(
             std::fs::read_to_string(out.join(name)).unwrap(),
             "another run's\n"
@@ -528,7 +519,7 @@ fn replay_refuses_streams_that_are_not_a_runs() {
             .unwrap_or_else(|| panic!("{}: replay did not answer", d.display()));
         let o = child.wait_with_output().unwrap();
         assert_eq!(status.code(), Some(125), "{}", d.display());
-        let line = one_line(&o);
+        let line = one_message(&o);
         assert!(
             line.contains(&format!("{}/raw.csv.gz", d.display())) && line.contains(why),
             "{line}"
@@ -577,7 +568,7 @@ fn report_names_a_run_json_that_is_not_a_file() {
                 .unwrap_or_else(|| panic!("{name}: {argv:?} did not answer"));
             let o = child.wait_with_output().unwrap();
             assert_eq!(status.code(), Some(2), "{name} {argv:?}");
-            let line = one_line(&o);
+            let line = one_message(&o);
             assert!(
                 line.contains(&format!("{}/run.json is not a regular file", d.display())),
                 "{line}"
@@ -592,7 +583,7 @@ fn report_names_a_run_json_that_is_not_a_file() {
     std::fs::write(d.join("anomalies.csv"), vec![b'a'; 1 << 20]).unwrap();
     let o = pmustress_child().arg("report").arg(&d).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    let line = one_line(&o);
+    let line = one_message(&o);
     assert!(
         line.contains("anomalies.csv") && line.contains("a line longer than 65536 bytes"),
         "{line}"
@@ -678,7 +669,7 @@ fn unwritable_stdout_is_said_in_one_line() {
         }
         let o = cmd.output().unwrap();
         assert_eq!(o.status.code(), exit_status_in(&out), "closed {closed}");
-        let line = one_line(&o);
+        let line = one_message(&o);
         let why = if closed {
             "stdout is closed"
         } else {
@@ -696,7 +687,7 @@ fn unwritable_stdout_is_said_in_one_line() {
     close_stdout(&mut cmd);
     let o = cmd.output().unwrap();
     assert_eq!(o.status.code(), Some(125));
-    assert!(one_line(&o).contains("cannot write the output: stdout is closed"));
+    assert!(one_message(&o).contains("cannot write the output: stdout is closed"));
     // `> /dev/null` is a choice, not a loss.
     let o = pmustress_child()
         .args(["report", CLEAN])
@@ -749,7 +740,7 @@ fn one_usable_cpu_is_125_not_2() {
     };
     let o = on_cpu0(&[], &dir.path().join("a"));
     assert_eq!(o.status.code(), Some(125));
-    let line = one_line(&o);
+    let line = one_message(&o);
     assert!(
         line.contains("only CPU 0") && line.contains("--migrate none"),
         "{line}"
@@ -773,7 +764,7 @@ fn invalid_utf8_is_named_by_its_flag() {
     ] {
         let o = pmustress_child().args(&argv).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{argv:?}");
-        let line = one_line(&o);
+        let line = one_message(&o);
         assert!(
             line.contains(&format!("invalid UTF-8 in the value of {flag}"))
                 && line.contains(r"bad\xFFutf"),
@@ -811,7 +802,7 @@ fn out_of_descriptors_says_what_to_do() {
             continue;
         }
         assert_eq!(o.status.code(), Some(125));
-        let line = one_line(&o);
+        let line = one_message(&o);
         let line = line.trim_end();
         assert!(
             line.ends_with("give fewer --workers")

@@ -225,3 +225,19 @@ pub fn send_signal(pid: i32, sig: i32) {
 pub fn exit_status_in(dir: &Path) -> Option<i32> {
     read_json(dir)["exit_status"].as_i64().map(|s| s as i32)
 }
+
+/// What a process said on stderr as one message, which the console may
+/// have wrapped: a first line, then continuation lines indented four
+/// spaces (nothing else: two messages, or a stray line, fail). The
+/// message unwrapped, on one line.
+pub fn one_message(out: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.trim_end().lines().collect();
+    let continued = |l: &&str| l.starts_with("    ") && !l[4..].starts_with(' ');
+    assert!(
+        lines.first().is_some_and(|l| !l.starts_with(' ')) && lines[1..].iter().all(continued),
+        "not one message: {stderr}"
+    );
+    let words: Vec<&str> = lines.iter().map(|l| l.trim_start()).collect();
+    words.join(" ") + "\n"
+}

@@ -863,27 +863,32 @@ fn refuse(
     fingerprint: &Fingerprint,
     why: &str,
 ) -> i32 {
+    // Wrapped to the console's width like every other report: readers
+    // take the reason from run.json (its `setup_failure`), not stderr.
+    let say = |text: String| errln!("{}", crate::cli::console::fit(&text).trim_end());
     let Some(mut cfg) = config else {
-        errln!("pmustress: cannot test here: {why}");
+        say(format!("pmustress: cannot test here: {why}"));
         return EXIT_CANNOT_TEST;
     };
     match ResultsDir::create(&mut cfg, argv, fingerprint) {
         Ok(files) => match files.abandon(&cfg, argv, fingerprint, why) {
-            Ok(()) => errln!(
+            Ok(()) => say(format!(
                 "pmustress: cannot test here: {why} (recorded in {})",
                 cfg.out.join("run.json").display()
-            ),
-            Err(e) => errln!(
+            )),
+            Err(e) => say(format!(
                 "pmustress: cannot test here: {why} (not recorded in {}: {e:#})",
                 cfg.out.display()
-            ),
+            )),
         },
         Err(e @ OutError::Usage(_)) => {
             errln!("error: {e}");
             return EXIT_USAGE;
         }
         Err(e @ (OutError::CannotTest(_) | OutError::WorkingDir(_))) => {
-            errln!("pmustress: cannot test here: {why} (not recorded: {e})");
+            say(format!(
+                "pmustress: cannot test here: {why} (not recorded: {e})"
+            ));
         }
     }
     EXIT_CANNOT_TEST
