@@ -10,25 +10,44 @@ when the judge found an overflow whose interrupt never happened under
 every explanation of the kernel's records; otherwise `inconclusive` when
 anything could not be judged (a `Reason`); otherwise `clean`.
 
-A reason or a warning is a variant with its numbers; its words are its
-`Display`, and run.json holds those words (serde writes them as strings,
+A reason (`reason.rs`) or a warning (`warning.rs`) is a variant with its
+numbers; its words are its `Display`, and run.json holds those words (serde writes them as strings,
 and reads any string back as `AsWritten`, so files written before stay
 readable). Adding a reason is its variant, its `Display` arm and the line
 of `reasons` that finds it.
 */
 
+/// run.json holds a reason and a warning as its words.
+macro_rules! as_words {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                String::deserialize(d).map(<$t>::AsWritten)
+            }
+        }
+    };
+}
+
 pub mod counts;
+mod reason;
+mod warning;
+mod words;
 
-use std::fmt;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+pub use reason::Reason;
+pub use warning::{Warning, stops_not_witnessed};
 
 use crate::config::RunConfig;
 use crate::domain::{
     CONFIDENCE, EXIT_CANNOT_TEST, EXIT_CLEAN, EXIT_DROPPED, MigrateMode, RearmMode, StopReason,
     SwitchWitness,
 };
-use crate::judge::{AnomalyKind, DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals};
+use crate::judge::{DeliveryTotals, InterruptTotals, JudgeConfig, StressTotals};
 use crate::verdict::counts::{Counts, Verdict, WorkerEntry};
 
 pub use crate::domain::MIN_EVIDENCE_RATE;
@@ -279,409 +298,6 @@ pub fn pooled(dropped: u64, all_clean: bool) -> Verdict {
     }
 }
 
-/// Why a verdict is inconclusive.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reason {
-    /// A worker stopped answering (the engine's words).
-    Stalled(String),
-    NoSignal,
-    NotEnoughOverflows {
-        measured: u64,
-        needed: u64,
-    },
-    /// The loss happens at stops: zero drops in too few say nothing.
-    NotEnoughStops {
-        witnessed: u64,
-        needed: u64,
-    },
-    Ambiguous {
-        overflows: u64,
-        expected_coincidences: f64,
-    },
-    Unexplained(u64),
-    /// `--max-count-rate` did not hold.
-    CountRateExceeded(u64),
-    /// The streams of one kernel refuted different drivers' rules, or some
-    /// refuted the stock driver's while drops elsewhere rest on them.
-    DriversDisagree {
-        stock_refuted: u64,
-        delivering_refuted: u64,
-        dropped_assuming_stock: u64,
-    },
-    LostRecords(u64),
-    UnmatchedSignals(u64),
-    WrongThread(u64),
-    ReadFailures(u64),
-    SignalRingFull(u64),
-    GarbledKernelBytes(u64),
-    StrayFd(u64),
-    StraySigio(u64),
-    /// Reset mode: observations judged out of time order.
-    Reordered(u64),
-    /// A bug of ours: the final count and the judge disagree.
-    ImpliedOverflows {
-        worker: usize,
-        implied: u64,
-        accounted: u64,
-    },
-    OutputFailed(String),
-    BisectTooFew {
-        measured: u64,
-        needed: u64,
-    },
-    BisectTooFewStops {
-        witnessed: u64,
-        needed: u64,
-    },
-    /// Results that could not all be saved (the writer's words).
-    Unsaved(String),
-    /// Files a failed write left short.
-    PartialFiles(Vec<String>),
-    /// A self-test whose run was too short to discard any overflow.
-    NothingInjected,
-    /// Read back from run.json: the words as written.
-    AsWritten(String),
-}
-
-impl Reason {
-    /// Whether the judged stream alone gives it (a replay finds it again).
-    pub fn from_stream(&self) -> bool {
-        matches!(
-            self,
-            Reason::NotEnoughOverflows { .. }
-                | Reason::NotEnoughStops { .. }
-                | Reason::Ambiguous { .. }
-                | Reason::Unexplained(_)
-                | Reason::CountRateExceeded(_)
-                | Reason::DriversDisagree { .. }
-                | Reason::LostRecords(_)
-                | Reason::UnmatchedSignals(_)
-                | Reason::WrongThread(_)
-                | Reason::ReadFailures(_)
-        )
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Reason::Stalled(s) | Reason::Unsaved(s) | Reason::AsWritten(s) => f.write_str(s),
-            Reason::NoSignal => f.write_str("no overflow signal was received at all"),
-            Reason::NothingInjected => f.write_str(
-                "the self-test discarded no overflow: each worker needs --inject-drop-every overflows for one; run longer or lower it",
-            ),
-            Reason::NotEnoughOverflows { measured, needed } => write!(
-                f,
-                "not enough overflows: {measured} measured, {needed} needed to bound the dropped rate below {MIN_EVIDENCE_RATE} at {:.0}% confidence; run longer",
-                CONFIDENCE * 100.0
-            ),
-            Reason::NotEnoughStops { witnessed, needed } => write!(
-                f,
-                "not enough stops: {witnessed} witnessed, {needed} needed to bound the dropped rate per stop below {MIN_EVIDENCE_RATE} at {:.0}% confidence; overflows are lost where the kernel stops a counting thread, so move the workers more (the default --migrate and --migrators), run longer, or witness stops (--switch-witness counts or times)",
-                CONFIDENCE * 100.0
-            ),
-            Reason::Ambiguous {
-                overflows,
-                expected_coincidences,
-            } => write!(
-                f,
-                "{overflows} {} fit both a lost interrupt and one a period late (chance coincidences expected: {expected_coincidences:.2}); not counted as dropped",
-                plural(*overflows, "overflow", "overflows"),
-            ),
-            Reason::Unexplained(n) => write!(
-                f,
-                "{n} kernel sample records fit no driver behaviour (see the unexplained anomalies)"
-            ),
-            Reason::CountRateExceeded(n) => write!(
-                f,
-                "{n} {} rose faster than --max-count-rate allows: the bound is wrong for this event, and what it decided of time-only stops cannot stand; run without it, or with the event's true bound",
-                plural(*n, "count", "counts"),
-            ),
-            Reason::DriversDisagree {
-                stock_refuted,
-                delivering_refuted,
-                dropped_assuming_stock,
-            } => write!(
-                f,
-                "the workers' records disagree on the driver: the stock driver's rules (an overflow pending at a context switch is lost there) were refuted in {stock_refuted} {}, a delivering driver's in {delivering_refuted}, and {dropped_assuming_stock} {} only the stock driver's rules claim; one kernel has one driver",
-                plural(*stock_refuted, "stream", "streams"),
-                plural(*dropped_assuming_stock, "drop is one", "drops are ones"),
-            ),
-            Reason::LostRecords(n) => write!(
-                f,
-                "{n} kernel records were lost from the sample ring (LOST records)"
-            ),
-            Reason::UnmatchedSignals(n) => {
-                write!(f, "{n} overflow signals had no interrupt of their own")
-            }
-            Reason::WrongThread(n) => write!(f, "{n} overflow signals landed on the wrong thread"),
-            Reason::ReadFailures(n) => write!(f, "{n} counter reads failed in the handler"),
-            Reason::SignalRingFull(n) => {
-                write!(f, "{n} handler records were lost (signal ring full)")
-            }
-            Reason::GarbledKernelBytes(n) => {
-                write!(f, "{n} bytes of the kernel sample ring could not be parsed")
-            }
-            Reason::StrayFd(n) => write!(f, "{n} overflow signals carried an unknown fd"),
-            Reason::StraySigio(n) => write!(f, "{n} SIGIOs arrived on a non-worker thread"),
-            Reason::Reordered(n) => write!(
-                f,
-                "{n} observations reached the judge out of time order, so resets may be misplaced"
-            ),
-            Reason::ImpliedOverflows {
-                worker,
-                implied,
-                accounted,
-            } => write!(
-                f,
-                "worker {worker}: the final count implies {implied} overflows but the judge accounted for {accounted} (a bug in pmustress: please report it with raw.csv.gz)"
-            ),
-            Reason::OutputFailed(e) => write!(
-                f,
-                "the run stopped early because results could not be written: {e}"
-            ),
-            Reason::BisectTooFew { measured, needed } => write!(
-                f,
-                "bisect: only {measured} of the {needed} overflows needed were measured, too few to call this kernel good"
-            ),
-            Reason::BisectTooFewStops { witnessed, needed } => write!(
-                f,
-                "bisect: only {witnessed} of the {needed} stops needed were witnessed, too few to call this kernel good"
-            ),
-            Reason::PartialFiles(files) => write!(
-                f,
-                "results could not all be written: {} cut back to the last complete line",
-                files.join(", ")
-            ),
-        }
-    }
-}
-
-/// `Warning::ForeignSignals` after its count.
-const FOREIGN_SIGNALS: &str = "overflow signals or SIGIOs were sent by a process (kill, sigqueue), not by the kernel: ignored, never counted as overflows or signal-queue overflows";
-
-/// `Warning::Held`'s words.
-fn held_words(h: &crate::domain::Held) -> String {
-    let s = |ns: u64| format!("{:.2} s", ns as f64 / 1e9);
-    format!(
-        "the run was held off the CPU {} time{}, {} in all, the longest {}: the process was stopped (SIGSTOP, a cgroup freezer), the machine paused, or the run starved; the watchdog did not count that time against the workers",
-        h.times,
-        if h.times == 1 { "" } else { "s" },
-        s(h.total_ns),
-        s(h.longest_ns)
-    )
-}
-
-/// Something a reader must know that does not change the verdict.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Warning {
-    SoftwareEvent,
-    /// Overflow signals or SIGIOs a process sent.
-    ForeignSignals(u64),
-    /// The run's controller was held off the CPU (stopped, frozen).
-    Held(crate::domain::Held),
-    SelfTest {
-        every: u64,
-    },
-    Throttled(u64),
-    SampleRateLowered {
-        from: u64,
-        to: u64,
-    },
-    RebasedInHandler(u64),
-    CountWraps(u64),
-    /// The stock driver's rules were refuted in this many streams: the
-    /// kernel delivers an overflow overdue at a stop after the restart.
-    DeliveringDriver(u64),
-    /// Drops only the stock driver's rules claim (`--driver-rules auto`).
-    DroppedAssumingStock(u64),
-    LateInterrupts {
-        p999: f64,
-        suggested_period: u64,
-    },
-    SignalQueueOverflow(u64),
-    LostRecords {
-        lost: u64,
-        unrecorded: u64,
-    },
-    Coalesced(u64),
-    LateSignals(u64),
-    TimerSkips(u64),
-    NoMigration,
-    /// Moves the kernel refused (a CPU taken offline or out of the cpuset
-    /// mid-run): the verdict stands for what ran, but the workers moved
-    /// less than asked.
-    FailedMigrations {
-        failed: u64,
-        requested: u64,
-    },
-    /// Some worker's stops were witnessed without their counts, or not at
-    /// all: how, whether that was asked for, and what the kernel allowed.
-    StopsNotWitnessed {
-        used: SwitchWitness,
-        asked: SwitchWitness,
-        paranoid: Option<i64>,
-        /// `--max-count-rate` was given.
-        rate_bounded: bool,
-    },
-    /// The results directory was moved or replaced while the run wrote it.
-    ResultsMoved {
-        to: String,
-        from: String,
-    },
-    /// The realtime signal queue (`ulimit -i`) had room for every worker
-    /// but not for the worst case: the check's words
-    /// (`engine::sigqueue`).
-    SignalQueueTight(String),
-    /// Read back from run.json: the words as written.
-    AsWritten(String),
-}
-
-impl fmt::Display for Warning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Warning::ForeignSignals(n) => write!(f, "{n} {FOREIGN_SIGNALS}"),
-            Warning::Held(h) => f.write_str(&held_words(h)),
-            Warning::SoftwareEvent => write!(
-                f,
-                "{}: it proves the pipeline (signals, rings, migrator, judge), not the interrupt path of a PMU",
-                crate::config::event::SOFTWARE_CAVEAT
-            ),
-            Warning::SelfTest { every } => write!(
-                f,
-                "self-test: every {} overflow interrupt was discarded on purpose (--inject-drop-every); these results prove the detector, not the machine",
-                ordinal(*every)
-            ),
-            Warning::Throttled(n) => write!(
-                f,
-                "the kernel throttled the event {n} {} (THROTTLE records; no overflow is lost by it): raise perf_event_max_sample_rate or use a longer --period",
-                plural(*n, "time", "times")
-            ),
-            Warning::SampleRateLowered { from, to } => write!(
-                f,
-                "the kernel lowered perf_event_max_sample_rate from {from} to {to} during the run (interrupts took too long)"
-            ),
-            Warning::RebasedInHandler(n) => write!(
-                f,
-                "{n} {} a period or more late, after which the driver re-based the period: late, not dropped",
-                plural(*n, "interrupt came", "interrupts came")
-            ),
-            Warning::DeliveringDriver(n) => write!(
-                f,
-                "this kernel's driver delivers an overflow overdue at a context switch after the restart (the stock driver's rules, which lose it there, were refuted in {n} {}): judged by a delivering driver's rules, its late interrupts are late, not dropped",
-                plural(*n, "stream", "streams")
-            ),
-            Warning::DroppedAssumingStock(n) => write!(
-                f,
-                "{n} of the dropped rest on the stock driver's rules (every arm64 kernel to date): a driver that delivers an overflow overdue at a stop after the restart would have taken {} a period or more late, and no record refuted one (--driver-rules either counts {} ambiguous)",
-                plural(*n, "it", "them"),
-                plural(*n, "it", "them")
-            ),
-            Warning::CountWraps(n) => write!(
-                f,
-                "the kernel's count of the event jumped by 2^32 {n} {} (its update raced the overflow NMI: a kernel bug of its own, see the count-wrap anomalies): counts read from the event are 2^32 too high from there; each time the driver re-based the period; not a lost interrupt",
-                plural(*n, "time", "times")
-            ),
-            Warning::LateInterrupts {
-                p999,
-                suggested_period,
-            } => write!(
-                f,
-                "interrupt latency p99.9 is {p999:.2} periods: late interrupts make losses harder to tell apart; use --period {suggested_period} or more (4 x the p99.9 latency)"
-            ),
-            Warning::SignalQueueOverflow(n) => write!(
-                f,
-                "the realtime signal queue overflowed {n} times (plain SIGIO fallback): raise RLIMIT_SIGPENDING (ulimit -i)"
-            ),
-            Warning::LostRecords { lost, unrecorded } => write!(
-                f,
-                "the kernel did not write {lost} records into the sample ring (LOST records): {unrecorded} signals had no sample"
-            ),
-            Warning::Coalesced(n) => write!(
-                f,
-                "the kernel merged the signals of {n} {} into later ones: every interrupt happened (its sample is there)",
-                plural(*n, "interrupt", "interrupts")
-            ),
-            Warning::LateSignals(n) => write!(
-                f,
-                "{n} {} read a period or more after their interrupt: the thread did not run; not a lost interrupt",
-                plural(*n, "signal was", "signals were"),
-            ),
-            Warning::TimerSkips(n) => write!(
-                f,
-                "{n} software-clock periods skipped: {}",
-                AnomalyKind::SoftwareTimerSkip.advice()
-            ),
-            Warning::NoMigration => {
-                f.write_str("no migration happened: the migrator never moved a worker")
-            }
-            Warning::FailedMigrations { failed, requested } => write!(
-                f,
-                "{failed} of {requested} migrations failed (sched_setaffinity refused them: a CPU went offline or left this process's cpuset?): the workers moved less than asked"
-            ),
-            Warning::ResultsMoved { to, from } => write!(
-                f,
-                "the results directory was moved or replaced while the run wrote it: these results are in {to}, not {from}"
-            ),
-            Warning::StopsNotWitnessed {
-                used,
-                asked,
-                paranoid,
-                rate_bounded,
-            } => {
-                let what = match (used, rate_bounded) {
-                    (SwitchWitness::None, _) => {
-                        "event stops were not witnessed (--switch-witness none): an overflow lost at a stop leaves the gap of an interrupt a period late, so such gaps stay ambiguous"
-                    }
-                    (_, true) => {
-                        "event stops were witnessed without their counts (--switch-witness times), bounded by their times and --max-count-rate: a gap across a stop the bound leaves open stays ambiguous"
-                    }
-                    (_, false) => {
-                        "event stops were witnessed without their counts (--switch-witness times): a gap across a stop may stay ambiguous (--max-count-rate, e.g. the CPU's highest frequency for cycles, lets the stops' times bound their counts)"
-                    }
-                };
-                f.write_str(what)?;
-                if *asked == SwitchWitness::Auto {
-                    match paranoid {
-                        Some(level) => write!(
-                            f,
-                            "; the kernel refused the count witness (perf_event_paranoid {level}, no CAP_PERFMON): for the exact verdict run as root or after `sudo sysctl kernel.perf_event_paranoid=1`"
-                        ),
-                        None => f.write_str(
-                            "; the kernel refused the count witness: for the exact verdict run as root or after `sudo sysctl kernel.perf_event_paranoid=1`",
-                        ),
-                    }
-                } else {
-                    f.write_str(
-                        "; for the exact verdict use --switch-witness counts (root, CAP_PERFMON or perf_event_paranoid <= 1)",
-                    )
-                }
-            }
-            Warning::SignalQueueTight(s) | Warning::AsWritten(s) => f.write_str(s),
-        }
-    }
-}
-
-/// run.json holds a reason and a warning as its words.
-macro_rules! as_words {
-    ($t:ty) => {
-        impl Serialize for $t {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
-                String::deserialize(d).map(<$t>::AsWritten)
-            }
-        }
-    };
-}
-
-as_words!(Reason);
-as_words!(Warning);
-
 /// A count, and the reason it is when it is not zero.
 type Counted = (u64, fn(u64) -> Reason);
 
@@ -892,43 +508,6 @@ fn warnings(e: &Evidence, s: &Settings) -> Vec<Warning> {
         }
     }
     w
-}
-
-/// Whether some worker's stops go without their counts (the weakest
-/// witness any worker got), as the warning that says how to get them: the
-/// run says it live once the workers have opened their events, and in its
-/// results.
-pub fn stops_not_witnessed(
-    used: impl IntoIterator<Item = SwitchWitness>,
-    asked: SwitchWitness,
-    paranoid: Option<i64>,
-    rate_bounded: bool,
-) -> Option<Warning> {
-    let used = used
-        .into_iter()
-        .filter(|&w| w != SwitchWitness::Counts)
-        .min_by_key(|&w| w != SwitchWitness::None)?;
-    Some(Warning::StopsNotWitnessed {
-        used,
-        asked,
-        paranoid,
-        rate_bounded,
-    })
-}
-
-pub(crate) fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
-    if n == 1 { one } else { many }
-}
-
-/// "every 97th", "every 2nd".
-fn ordinal(n: u64) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (1, x) if x != 11 => "st",
-        (2, x) if x != 12 => "nd",
-        (3, x) if x != 13 => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
 }
 
 #[cfg(test)]

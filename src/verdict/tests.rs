@@ -386,21 +386,6 @@ fn pooled_runs() {
     assert_eq!(pooled(0, false), Verdict::Inconclusive);
 }
 
-#[test]
-fn ordinals() {
-    let all: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 97, 101, 111]
-        .into_iter()
-        .map(ordinal)
-        .collect();
-    assert_eq!(
-        all,
-        [
-            "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "97th", "101st",
-            "111th"
-        ]
-    );
-}
-
 /// A run without the count witness says why and the one command that gets
 /// it: the kernel's refusal (auto fell back) or the user's choice.
 #[test]
