@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    is_root, one_message, pmustress_child, read_json, run, send_signal, shared_machine,
+    TinyDisk, one_message, pmustress_child, read_json, run, send_signal, shared_machine,
     wait_at_most, wait_until_started,
 };
 
@@ -764,47 +764,12 @@ fn run_json_says_what_the_run_exits_with_when_a_file_cannot_be_saved() {
 
 // ------------------------------------------------------------ full disks
 
-/// A tmpfs of `kib` KiB (read-only if asked), unmounted on drop.
-struct TinyDisk {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl TinyDisk {
-    fn mount(kib: u64, read_only: bool) -> Option<TinyDisk> {
-        if !is_root() {
-            crate::util::skipped("mounting a tmpfs needs root");
-            return None;
-        }
-        let dir = tempfile::tempdir().ok()?;
-        let path = dir.path().join("disk");
-        std::fs::create_dir(&path).ok()?;
-        let ro = if read_only { ",ro" } else { "" };
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kib}k{ro}"), "tmpfs"])
-            .arg(&path)
-            .status()
-            .ok()?
-            .success();
-        if !ok {
-            crate::util::skipped("cannot mount a tmpfs here");
-        }
-        ok.then_some(TinyDisk { path, _dir: dir })
-    }
-}
-
-impl Drop for TinyDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.path).status();
-    }
-}
-
 /// `plot` onto a full disk leaves no truncated image, and says so with a
 /// non-zero status.
 #[cfg(feature = "plot")]
 #[test]
 fn plot_to_a_full_disk_leaves_no_truncated_image() {
-    let Some(disk) = TinyDisk::mount(16, false) else {
+    let Some(disk) = TinyDisk::mount(16) else {
         return;
     };
     let svg = disk.path.join("run.svg");
@@ -820,7 +785,7 @@ fn plot_to_a_full_disk_leaves_no_truncated_image() {
 /// disk ("free some space").
 #[test]
 fn a_read_only_out_is_a_usage_error_that_says_so() {
-    let Some(disk) = TinyDisk::mount(1024, true) else {
+    let Some(disk) = TinyDisk::mount_read_only(1024) else {
         return;
     };
     let out = quick_run_into(&disk.path.join("r"), &[]);

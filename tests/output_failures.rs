@@ -1,37 +1,9 @@
 //! Output failures: an unwritable --out is refused before measuring, and a
 //! disk that fills up mid-run stops the run with the verdict still saved.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use crate::util::{is_root, read_json, run};
-
-/// A tmpfs of `kib` KiB, unmounted on drop.
-struct TinyDisk {
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl TinyDisk {
-    fn mount(kib: u64) -> Option<TinyDisk> {
-        let dir = tempfile::tempdir().ok()?;
-        let path = dir.path().join("disk");
-        std::fs::create_dir(&path).ok()?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
-            .arg(&path)
-            .status()
-            .ok()?
-            .success();
-        ok.then_some(TinyDisk { path, _dir: dir })
-    }
-}
-
-impl Drop for TinyDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.path).status();
-    }
-}
+use crate::util::{TinyDisk, read_json, run};
 
 fn run_into(out: &Path, extra: &[&str]) -> (Option<i32>, String) {
     let mut argv = vec![
@@ -62,12 +34,7 @@ fn unwritable_out_is_refused_before_measuring() {
 
 #[test]
 fn a_disk_too_small_for_the_verdict_is_refused_before_measuring() {
-    if !is_root() {
-        crate::util::skipped("mounting a tmpfs needs root");
-        return;
-    }
     let Some(disk) = TinyDisk::mount(1024) else {
-        crate::util::skipped("cannot mount a tmpfs here");
         return;
     };
     let (code, stderr) = run_into(&disk.path.join("r"), &["--duration", "1s"]);
@@ -82,13 +49,8 @@ fn a_disk_too_small_for_the_verdict_is_refused_before_measuring() {
 #[test]
 fn a_disk_that_fills_up_mid_run_stops_it_and_keeps_the_verdict() {
     let _machine = crate::util::shared_machine();
-    if !is_root() {
-        crate::util::skipped("mounting a tmpfs needs root");
-        return;
-    }
     // 2 MiB reserve + the first files; --raw then fills the rest in seconds.
     let Some(disk) = TinyDisk::mount(2048 + 160) else {
-        crate::util::skipped("cannot mount a tmpfs here");
         return;
     };
     let out = disk.path.join("r");

@@ -5,11 +5,11 @@
 //! clock, PMU or scheduler in them.
 
 use std::path::Path;
-use std::process::{Command as Std, Output};
+use std::process::Output;
 
 use pmustress::testkit::fake_kernel::{SCRIPT_ENV, Script, Scripted, Signal, Step};
 
-use crate::util::{is_root, pmustress, read_json, skipped};
+use crate::util::{TinyDisk, pmustress, read_json};
 
 /// The Graviton2 the engine's own fake-kernel tests run on.
 const MACHINE: &str = concat!(
@@ -217,39 +217,6 @@ fn the_watchdog_stops_a_stalled_worker_and_the_run_says_which() {
     assert_eq!(reasons[0], stalled);
     assert_eq!(r["verdict"], "inconclusive");
     assert_eq!(r["totals"]["dropped_interrupts"], 0);
-}
-
-/// A tmpfs of `kib` KiB, unmounted on drop.
-struct TinyDisk {
-    path: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl TinyDisk {
-    fn mount(kib: u64) -> Option<TinyDisk> {
-        if !is_root() {
-            skipped("mounting a tmpfs needs root");
-            return None;
-        }
-        let dir = tempfile::tempdir().ok()?;
-        let path = dir.path().join("disk");
-        std::fs::create_dir(&path).ok()?;
-        let ok = Std::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
-            .arg(&path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            skipped("cannot mount a tmpfs here");
-        }
-        ok.then_some(TinyDisk { path, _dir: dir })
-    }
-}
-
-impl Drop for TinyDisk {
-    fn drop(&mut self) {
-        let _ = Std::new("umount").arg(&self.path).status();
-    }
 }
 
 /// The disk fills while the run goes on: the run stops at once, keeps

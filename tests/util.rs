@@ -241,3 +241,53 @@ pub fn one_message(out: &std::process::Output) -> String {
     let words: Vec<&str> = lines.iter().map(|l| l.trim_start()).collect();
     words.join(" ") + "\n"
 }
+
+/// A tmpfs of some KiB, unmounted on drop: a disk that fills up. None
+/// (the test skipped, and said so) without root or where none mounts.
+pub struct TinyDisk {
+    pub path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TinyDisk {
+    pub fn mount(kib: u64) -> Option<TinyDisk> {
+        TinyDisk::mount_with(kib, "")
+    }
+
+    pub fn mount_read_only(kib: u64) -> Option<TinyDisk> {
+        TinyDisk::mount_with(kib, ",ro")
+    }
+
+    fn mount_with(kib: u64, options: &str) -> Option<TinyDisk> {
+        if !is_root() {
+            skipped("mounting a tmpfs needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().ok()?;
+        let path = dir.path().join("disk");
+        std::fs::create_dir(&path).ok()?;
+        let ok = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={kib}k{options}"),
+                "tmpfs",
+            ])
+            .arg(&path)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            skipped("cannot mount a tmpfs here");
+        }
+        ok.then_some(TinyDisk { path, _dir: dir })
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status();
+    }
+}
