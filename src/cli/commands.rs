@@ -137,10 +137,10 @@ fn replay_command(args: &ReplayArgs) -> i32 {
         }
         return emit(&out, status);
     }
-    let cfg = match bare_stream_settings(args) {
+    let cfg = match crate::cli::validate::bare_stream(args) {
         Ok(cfg) => cfg,
-        Err(line) => {
-            errln!("error: {line}");
+        Err(e) => {
+            errln!("error: {e}");
             return EXIT_USAGE;
         }
     };
@@ -172,54 +172,6 @@ fn replay_command(args: &ReplayArgs) -> i32 {
 /// A bare stream's skids by the run's rule: it refuses a skid of a
 /// period or more, so a replay accepting one judged a stream no run could
 /// have made.
-/// A bare stream's judge settings, all from the command line, or the
-/// usage error's line.
-fn bare_stream_settings(args: &ReplayArgs) -> Result<crate::judge::JudgeConfig, String> {
-    use crate::domain::RearmMode;
-    let Some(period) = args.period else {
-        return Err(format!(
-            "--period: replaying a bare stream ({}) needs its period, e.g. --period 100000 (or give a results directory)",
-            args.path.display()
-        ));
-    };
-    replay_skids(args, period).map_err(|e| e.to_string())?;
-    // Judged as a PMU's, a software clock's stream reads as drops (its
-    // hrtimer takes the overflow late, a tick after the due point): a
-    // bare stream's clock is the user's to say, never assumed.
-    if !args.software && !args.pmu {
-        return Err(format!(
-            "--pmu/--software: a bare stream ({}) does not say what counted it: give --pmu (a hardware PMU counter) or --software (a software clock: task-clock, cpu-clock), or give its results directory",
-            args.path.display()
-        ));
-    }
-    Ok(crate::judge::JudgeConfig {
-        software: args.software,
-        include_kernel: args.include_kernel,
-        inject_drop_every: args.inject_drop_every.unwrap_or(0),
-        irq_masked_at_stops: args.irq_masked_at_stops,
-        max_count_rate: args.max_count_rate.unwrap_or(0),
-        driver_rules: args.driver_rules,
-        ..crate::judge::JudgeConfig::new(
-            period,
-            args.skid.unwrap_or(0),
-            args.interrupt_skid.unwrap_or(0),
-            args.mode.unwrap_or(RearmMode::Free),
-        )
-    })
-}
-
-fn replay_skids(args: &ReplayArgs, period: u64) -> Result<(), ConfigError> {
-    for (flag, skid) in [
-        ("--skid", args.skid),
-        ("--interrupt-skid", args.interrupt_skid),
-    ] {
-        if let Some(s) = skid {
-            crate::cli::validate::skid_below_period(flag, s, period)?;
-        }
-    }
-    Ok(())
-}
-
 fn env_command(args: &EnvArgs) -> i32 {
     if !args.root.is_dir() {
         errln!("error: --root: {} is not a directory", args.root.display());

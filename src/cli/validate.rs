@@ -1,5 +1,6 @@
 /*!
-From command-line values to one validated `RunConfig`.
+From command-line values to one validated `RunConfig`, and a bare
+stream's `JudgeConfig` for `replay` (`bare_stream`).
 
 clap checks each value's form; here we check how they fit together and with
 the machine (CPUs that exist, skid below period, the software-period guard),
@@ -11,11 +12,12 @@ line naming the flag); a machine that cannot run the event is
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::RunArgs;
+use crate::cli::{ReplayArgs, RunArgs};
 use crate::config::StressDefaults;
 use crate::config::event::{self, CountedModes, Platform};
 use crate::config::{Bisect, RunConfig, format_cpus};
-use crate::domain::{MigrateMode, MoveWhich};
+use crate::domain::{MigrateMode, MoveWhich, RearmMode};
+use crate::judge::JudgeConfig;
 
 /// Software clocks below this period livelock the worker on a 2-CPU VM and
 /// fill the per-user signal queue (measured on a 2-vCPU x86_64 VM, kernel
@@ -438,6 +440,54 @@ fn same_directory(a: &Path, b: &Path) -> bool {
 fn check_skid(args: &RunArgs, period: u64) -> Result<(), ConfigError> {
     args.skid
         .map_or(Ok(()), |skid| skid_below_period("--skid", skid, period))
+}
+
+/// A bare stream's judge settings (`replay FILE`), all from the command
+/// line: its period, its skids below it as `run` holds them, and what
+/// counted it, which is never assumed (judged as a PMU's, a software
+/// clock's stream reads as drops: its hrtimer takes the overflow late, a
+/// tick after the due point).
+pub fn bare_stream(args: &ReplayArgs) -> Result<JudgeConfig, ConfigError> {
+    let Some(period) = args.period else {
+        return Err(usage(
+            "--period",
+            format!(
+                "replaying a bare stream ({}) needs its period, e.g. --period 100000 (or give a results directory)",
+                args.path.display()
+            ),
+        ));
+    };
+    for (flag, skid) in [
+        ("--skid", args.skid),
+        ("--interrupt-skid", args.interrupt_skid),
+    ] {
+        if let Some(s) = skid {
+            skid_below_period(flag, s, period)?;
+        }
+    }
+    if !args.software && !args.pmu {
+        return Err(usage(
+            "--pmu/--software",
+            format!(
+                "a bare stream ({}) does not say what counted it: give --pmu (a hardware PMU counter) or --software (a software clock: task-clock, cpu-clock), or give its results directory",
+                args.path.display()
+            ),
+        ));
+    }
+    Ok(JudgeConfig {
+        software: args.software,
+        include_kernel: args.include_kernel,
+        inject_drop_every: args.inject_drop_every.unwrap_or(0),
+        irq_masked_at_stops: args.irq_masked_at_stops,
+        max_count_rate: args.max_count_rate.unwrap_or(0),
+        driver_rules: args.driver_rules,
+        ..JudgeConfig::new(
+            period,
+            args.skid.unwrap_or(0),
+            args.interrupt_skid.unwrap_or(0),
+            args.mode.unwrap_or(RearmMode::Free),
+        )
+    })
 }
 
 /// A skid given as `flag` must be below the period: an interrupt a whole
