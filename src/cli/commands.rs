@@ -594,6 +594,11 @@ fn validate(
     {
         return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
     }
+    if let Some(why) =
+        kernel::mem_available().and_then(|available| run::memory_refusal(available, cfg.workers))
+    {
+        return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
+    }
     match crate::engine::sigqueue::check_live(cfg.workers) {
         crate::engine::sigqueue::Check::Refuse(msg) => {
             Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &msg))

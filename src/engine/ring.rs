@@ -22,6 +22,13 @@ pub struct Ring<const W: usize> {
 }
 
 impl<const W: usize> Ring<W> {
+    /// The bytes of the slots of a ring of `capacity` records, all of them
+    /// resident from its making (`with_capacity`).
+    pub const fn slot_bytes(capacity: usize) -> usize {
+        let cap = if capacity < 2 { 2 } else { capacity };
+        cap.next_power_of_two() * W * std::mem::size_of::<AtomicU64>()
+    }
+
     /// A ring holding `capacity` records, rounded up to a power of two.
     pub fn with_capacity(capacity: usize) -> Ring<W> {
         let cap = capacity.max(2).next_power_of_two();

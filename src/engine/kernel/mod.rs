@@ -505,6 +505,15 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
         .collect())
 }
 
+/// MemAvailable from /proc/meminfo, in bytes: what the kernel can give
+/// without swapping (None: unreadable).
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// A signal handler taking siginfo, as `sigaction` wants it.
 pub type SigInfoHandler =
     unsafe extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
