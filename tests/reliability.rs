@@ -379,17 +379,29 @@ fn clean_unless_too_few_stops(out: &std::process::Output, run_dir: &std::path::P
         .expect("stops");
     let needed = run["judge"]["stops_needed"].as_u64().expect("stops_needed");
     if stops >= needed {
-        assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{} {}",
+            text(&out.stderr),
+            crate::util::kept(run_dir)
+        );
         assert!(stdout.contains("verdict: clean"), "{stdout}");
     } else {
         assert_eq!(
             out.status.code(),
             Some(125),
-            "{stdout}{}",
-            text(&out.stderr)
+            "{stdout}{} {}",
+            text(&out.stderr),
+            crate::util::kept(run_dir)
         );
         let reasons = run["inconclusive_because"].as_array().expect("reasons");
-        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert_eq!(
+            reasons.len(),
+            1,
+            "{reasons:?} {}",
+            crate::util::kept(run_dir)
+        );
         assert!(
             reasons[0].as_str().unwrap().starts_with("not enough stops"),
             "{reasons:?}"

@@ -291,3 +291,25 @@ impl Drop for TinyDisk {
             .status();
     }
 }
+
+/// A copy of results directory `dir` that outlives the test's temporary
+/// directory, for a failing assertion's message to name: the stream of
+/// a rare failure is its evidence. Called only when the assertion fails.
+pub fn kept(dir: &Path) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let to = std::env::temp_dir().join(format!("pmustress-kept-{}-{n}", std::process::id()));
+    let copied = std::fs::create_dir_all(&to).and_then(|()| {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+            }
+        }
+        Ok(())
+    });
+    match copied {
+        Ok(()) => format!("(results kept in {})", to.display()),
+        Err(e) => format!("(could not keep {}: {e})", dir.display()),
+    }
+}
