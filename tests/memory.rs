@@ -13,7 +13,7 @@ use pmustress::config::RunConfig;
 use pmustress::config::event::Platform;
 use pmustress::domain::RearmMode;
 use pmustress::fingerprint::Fingerprint;
-use pmustress::judge::worker::StreamJudge;
+use pmustress::judge::stream_judge::StreamJudge;
 use pmustress::judge::{ClosedWindow, JudgeConfig};
 use pmustress::records::{Delivery, Observation};
 use pmustress::results::writer::{RAW_MEMBER_BYTES, ResultsDir};

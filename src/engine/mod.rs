@@ -4,7 +4,7 @@ The engine: everything that runs a measurement and talks to the kernel.
 It is given a `config::RunConfig` (built and checked by `cli::validate`).
 
 `run` is the run loop: it starts one `worker` per CPU and the `migrator`,
-drains the `signal` rings and the kernel's sample rings (`sample`) into one
+drains the `signal` rings and the kernel's sample rings (`sample_ring`) into one
 observation stream per worker, and hands it to the judge. `kernel` is the
 seam every syscall goes through (`kernel::Real`, and the test kit's
 `testkit::fake_kernel` for tests); `ring` is the lock-free ring the signal handler writes; `stop_signal` holds
@@ -16,7 +16,7 @@ pub mod kernel;
 pub mod migrator;
 pub mod ring;
 pub mod run;
-pub mod sample;
+pub mod sample_ring;
 pub mod signal;
 pub mod sigqueue;
 pub mod stop_signal;

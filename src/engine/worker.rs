@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::domain::SwitchWitness;
 use crate::engine::kernel::{self, EventAttr, Kernel};
 use crate::engine::ring::Ring;
-use crate::engine::sample::RingIds;
+use crate::engine::sample_ring::RingIds;
 use crate::engine::signal::{self, Slot};
 
 /// Data pages of each event's sample ring: 512 KiB with 4 KiB pages, about

@@ -13,7 +13,7 @@ Two judgements that never mix:
   changes the interrupt verdict, and no interrupt verdict depends on when a
   signal came.
 
-`worker` runs both over the stream (`crate::records`), applies
+`stream_judge` runs both over the stream (`crate::records`), applies
 `--inject-drop-every` as a filter before judgement, and turns what they
 found into anomalies (`kinds`) with the context a maintainer asks for.
 `wrap` takes the kernel's 2^32 count jumps (an update racing the overflow
@@ -27,8 +27,8 @@ pub mod config;
 pub mod deliveries;
 pub mod interrupts;
 pub mod kinds;
+pub mod stream_judge;
 pub mod stress;
-pub mod worker;
 pub mod wrap;
 
 pub use crate::records::{Delivery, Observation};
@@ -36,5 +36,5 @@ pub use config::{HANDLER_SLACK, JudgeConfig};
 pub use deliveries::{ClosedWindow, DeliveryTotals};
 pub use interrupts::InterruptTotals;
 pub use kinds::AnomalyKind;
+pub use stream_judge::{Anomaly, StreamJudge, StreamJudgement};
 pub use stress::{Sensitivity, StressTotals};
-pub use worker::{Anomaly, StreamJudge, StreamJudgement};

@@ -54,7 +54,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::kernel::{self, EventAttr, HandlerKernel, Kernel};
-use crate::engine::sample::RingIds;
+use crate::engine::sample_ring::RingIds;
 use crate::engine::signal;
 use crate::records::Observation;
 use crate::testkit::ring_encoder;
@@ -1128,7 +1128,7 @@ mod tests {
     use std::sync::mpsc;
 
     use super::*;
-    use crate::engine::sample::RingState;
+    use crate::engine::sample_ring::RingState;
 
     const P: u64 = 1_000;
 
@@ -1239,7 +1239,7 @@ mod tests {
         kernel.drain(&mut ring, &mut bytes);
         let mut out = Vec::new();
         let garbled =
-            crate::engine::sample::parse(&bytes, &ids, &mut RingState::new(1 << 16), &mut out);
+            crate::engine::sample_ring::parse(&bytes, &ids, &mut RingState::new(1 << 16), &mut out);
         assert_eq!(garbled, 0);
         let ms = |n: u64| START_NS + n * 1_000_000;
         assert_eq!(

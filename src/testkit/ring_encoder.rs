@@ -1,13 +1,13 @@
 /*!
 The kernel's ring records written from observations: the inverse of
-`engine::sample`'s parser, in the layout the kernel writes for the
+`engine::sample_ring`'s parser, in the layout the kernel writes for the
 attributes the engine opens. The fake kernel fills its rings with it, and
 the parser's tests round-trip through it.
 */
 
 use perf_event_open_sys::bindings as sys;
 
-use crate::engine::sample::{MISC_SWITCH_OUT, RingIds};
+use crate::engine::sample_ring::{MISC_SWITCH_OUT, RingIds};
 use crate::records::Observation;
 
 /// Encodes records as the kernel writes them.

@@ -22,7 +22,7 @@ use super::{
     EventAttr, PerfEvent, Real, SampleRing, cvt, disable_fd, enable_fd, open, read_count_fd,
     reset_fd,
 };
-use crate::engine::sample::{self, RingIds, RingState};
+use crate::engine::sample_ring::{self, RingIds, RingState};
 use crate::records::Observation;
 
 /// One event a probe opens: perf's type and config, counting user mode
@@ -204,7 +204,7 @@ impl ProbeKernel for Real {
             let mut bytes = Vec::new();
             ring.drain(&mut bytes);
             let mut observations = Vec::new();
-            sample::parse(&bytes, ids, state, &mut observations);
+            sample_ring::parse(&bytes, ids, state, &mut observations);
             for o in observations {
                 match o {
                     Observation::Sample { count, .. } => overflows.counts.push(count),

@@ -27,7 +27,7 @@ use crate::domain::{Held, RearmMode, StopReason, SwitchWitness};
 use crate::engine::kernel::{self, EventAttr, Kernel};
 use crate::engine::migrator::{self, Plan};
 use crate::engine::ring::Ring;
-use crate::engine::sample::{self, RingIds, RingState};
+use crate::engine::sample_ring::{self, RingIds, RingState};
 use crate::engine::signal::{self, SignalRecord, Slot};
 use crate::engine::worker::{
     self, Finished, MOVE_RING_RECORDS, Ready, SIGNAL_RING_RECORDS, WorkerConfig, WorkerControl,
@@ -843,7 +843,7 @@ fn drain_all<K: Kernel>(
         l.bytes.clear();
         kernel.drain(&mut l.ring, &mut l.bytes);
         l.parsed.clear();
-        l.garbled += sample::parse(&l.bytes, &l.ids, &mut l.ring_state, &mut l.parsed);
+        l.garbled += sample_ring::parse(&l.bytes, &l.ids, &mut l.ring_state, &mut l.parsed);
         l.kernel.extend(l.parsed.drain(..));
         let mut gave_back = give_back(&mut l.bytes, RING_BYTES_FLOOR);
         gave_back |= give_back(&mut l.parsed, PARSED_FLOOR);
