@@ -747,9 +747,9 @@ impl Collect {
         let saved = files.finish(kernel::monotonic_ns(), &mut results);
         if let Err(e) = &saved {
             results.mark_unsaved(crate::results::writer::unsaved(&cfg.out, e));
-            // run.json is still the incomplete one: any status goes with it.
-            kernel::process::decide(results.exit_status);
-            kernel::process::settle();
+            // run.json is still the incomplete one (nothing more to write):
+            // any status goes with it.
+            kernel::process::decide_while(results.exit_status, || ());
         }
         (
             console,

@@ -29,27 +29,22 @@ pub(crate) type Stop = (i32, Arc<AtomicBool>);
 /// (nohup) stays ignored.
 pub(crate) fn install_stops() -> Result<Vec<Stop>, Stopped> {
     let mut stops: Vec<Stop> = Vec::new();
-    for sig in STOP_SIGNALS {
+    for sig in STOP_SIGNALS.into_iter().chain(SENT_FAULTS) {
         if sig == libc::SIGHUP && crate::engine::stop_signal::is_ignored(sig) {
             continue;
         }
         let flag = Arc::new(AtomicBool::new(false));
         let repeated_by_the_kernel = matches!(sig, libc::SIGPIPE | libc::SIGXCPU);
-        let installed = crate::engine::stop_signal::install_stop(
-            sig,
-            Arc::clone(&flag),
-            !repeated_by_the_kernel,
-        );
-        if let Err(e) = installed {
-            errln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
-            return Err(EXIT_CANNOT_TEST);
-        }
-        stops.push((sig, flag));
-    }
-    for sig in SENT_FAULTS {
-        let flag = Arc::new(AtomicBool::new(false));
-        let installed =
-            crate::engine::stop_signal::install_sent_fault_stop(sig, Arc::clone(&flag), true);
+        let installed = if SENT_FAULTS.contains(&sig) {
+            crate::engine::stop_signal::install_sent_fault_stop(sig, Arc::clone(&flag), true)
+        } else {
+            crate::engine::stop_signal::install_stop(
+                sig,
+                Arc::clone(&flag),
+                !repeated_by_the_kernel,
+            )
+            .map(drop)
+        };
         if let Err(e) = installed {
             errln!("pmustress: cannot test here: installing the signal handlers failed: {e}");
             return Err(EXIT_CANNOT_TEST);

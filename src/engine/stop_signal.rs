@@ -45,7 +45,7 @@ pub fn is_second_stop(first_ns: u64, now_ns: u64) -> bool {
 
 /// Installs the handler of a stop signal (SIGINT, SIGTERM, SIGHUP,
 /// SIGQUIT, SIGPIPE, ...): the first sets `stop` (the run stops and keeps
-/// what it measured); once the exit status is decided (`process::decide`,
+/// what it measured); once the exit status is decided (`process::decide_while`,
 /// the final run.json), any of them ends the process with that status;
 /// before that, a second one of the same kind (when `exit_on_second`) ends
 /// it with 128 + `sig`, leaving run.json incomplete. The same signal again
@@ -217,12 +217,10 @@ mod tests {
     #[test]
     fn a_sent_segv_stops_and_a_real_fault_still_kills() {
         use std::os::unix::process::ExitStatusExt;
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "engine::stop_signal::tests::fault_child"])
-            .args(["--ignored", "--nocapture", "--test-threads=1"])
-            .env(FAULT_CHILD, "1")
-            .output()
-            .unwrap();
+        let out = crate::testkit::child::run_in_child(
+            "engine::stop_signal::tests::fault_child",
+            FAULT_CHILD,
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("sent SIGSEGV: stop true"), "{stdout}");
         assert!(!stdout.contains("the fault returned"), "{stdout}");
@@ -237,7 +235,7 @@ mod tests {
     #[test]
     #[ignore = "a child process of a_sent_segv_stops_and_a_real_fault_still_kills"]
     fn fault_child() {
-        if std::env::var_os(FAULT_CHILD).is_none() {
+        if !crate::testkit::child::is_child(FAULT_CHILD) {
             return;
         }
         let stop = Arc::new(AtomicBool::new(false));

@@ -636,12 +636,18 @@ impl ResultsDir {
                 cfg.out_given,
             );
             if let OutError::CannotTest(cause) | OutError::WorkingDir(cause) = &err {
-                process::decide(crate::domain::EXIT_CANNOT_TEST);
-                let _ = dir.write_json_even_in_place(
-                    "run.json",
-                    &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.clone()),
-                );
-                process::settle();
+                process::decide_while(crate::domain::EXIT_CANNOT_TEST, || {
+                    let _ = dir.write_json_even_in_place(
+                        "run.json",
+                        &RunStarted::never_started(
+                            cfg,
+                            argv,
+                            machine,
+                            started_unix_s,
+                            cause.clone(),
+                        ),
+                    );
+                });
             } else {
                 let _ = dir.remove("run.json");
             }
@@ -814,15 +820,15 @@ impl ResultsDir {
             .started
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        process::decide(crate::domain::EXIT_CANNOT_TEST);
-        let written = self.dir.write_json_even_in_place(
-            "run.json",
-            &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.to_string()),
-        );
-        process::forget_results_dir();
-        let _ = self.dir.remove(process::OOM_RUN_JSON);
-        process::settle();
-        written
+        process::decide_while(crate::domain::EXIT_CANNOT_TEST, || {
+            let written = self.dir.write_json_even_in_place(
+                "run.json",
+                &RunStarted::never_started(cfg, argv, machine, started_unix_s, cause.to_string()),
+            );
+            process::forget_results_dir();
+            let _ = self.dir.remove(process::OOM_RUN_JSON);
+            written
+        })
     }
 
     /// Files whose writing failed, cut back to their last complete line.
@@ -955,14 +961,14 @@ impl ResultsDir {
     /// one (incomplete) if the rename does not happen.
     fn write_final(&self, results: &crate::results::schema::RunResults) -> Result<()> {
         let _ = self.dir.remove(RESERVE_NAME);
-        process::decide(results.exit_status);
-        let written = self.dir.write_json_atomically("run.json", results);
-        if written.is_ok() {
-            process::forget_results_dir();
-            let _ = self.dir.remove(process::OOM_RUN_JSON);
-        }
-        process::settle();
-        written
+        process::decide_while(results.exit_status, || {
+            let written = self.dir.write_json_atomically("run.json", results);
+            if written.is_ok() {
+                process::forget_results_dir();
+                let _ = self.dir.remove(process::OOM_RUN_JSON);
+            }
+            written
+        })
     }
 }
 

@@ -10,11 +10,13 @@ and the judge (tests/architecture.rs checks both).
 `fake_pmu` is a PMU for the fitness probes, healthy or faulty as asked;
 `ring_encoder` writes observations as the kernel's ring records;
 `driver_model` generates observation streams with their ground truth, for
-the judge's property tests.
+the judge's property tests; `child` runs a unit test that ends its
+process in a child process.
 `TestKernel` is the kernel a test asks the whole binary to run on, through
 the environment; `main.rs` is the one place that picks it over `Real`.
 */
 
+pub mod child;
 pub mod driver_model;
 pub mod fake_kernel;
 pub mod fake_pmu;

@@ -40,10 +40,14 @@ static DECIDED: AtomicI32 = AtomicI32::new(-1);
 static OOM_DIR: AtomicI32 = AtomicI32::new(-1);
 
 /// The exit status is `status` from now on, whatever interrupts the
-/// process: called just before the run.json that holds it is renamed into
-/// place.
-pub fn decide(status: i32) {
+/// process; `write` writes the run.json that holds it (or, where none can
+/// be written, does nothing). A stop signal that comes during `write`
+/// exits once it has returned (`settle`), with `status`.
+pub fn decide_while<T>(status: i32, write: impl FnOnce() -> T) -> T {
     DECIDED.store(status, Ordering::SeqCst);
+    let written = write();
+    settle();
+    written
 }
 
 /// The decided exit status, if any.
@@ -63,7 +67,7 @@ static EXIT_ASKED: AtomicBool = AtomicBool::new(false);
 /// The run.json that holds the decided status is what it will be: a stop
 /// signal from now on exits with that status at once, and one that came
 /// while it was written does so now.
-pub fn settle() {
+fn settle() {
     SETTLED.store(true, Ordering::SeqCst);
     if EXIT_ASKED.load(Ordering::SeqCst)
         && let Some(status) = decided()
@@ -73,7 +77,7 @@ pub fn settle() {
 }
 
 /// What a stop signal does once the exit status is decided: exit with it,
-/// or, while its run.json is being written, leave that to `settle`. False
+/// or, while its run.json is being written, leave that to `decide_while`. False
 /// (nothing done) before the decision.
 pub fn exit_with_the_decided_status() -> bool {
     let Some(status) = decided() else {
@@ -324,12 +328,10 @@ mod tests {
     /// process-wide and ends it.
     #[test]
     fn a_stop_while_run_json_is_written_exits_once_it_is_in_place() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "engine::kernel::process::tests::settle_child"])
-            .args(["--ignored", "--nocapture", "--test-threads=1"])
-            .env(SETTLE_CHILD, "1")
-            .output()
-            .unwrap();
+        let out = crate::testkit::child::run_in_child(
+            "engine::kernel::process::tests::settle_child",
+            SETTLE_CHILD,
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("undecided: went on"), "{stdout}");
         assert!(stdout.contains("being written: deferred"), "{stdout}");
@@ -340,17 +342,17 @@ mod tests {
     #[test]
     #[ignore = "a child process of a_stop_while_run_json_is_written_exits_once_it_is_in_place"]
     fn settle_child() {
-        if std::env::var_os(SETTLE_CHILD).is_none() {
+        if !crate::testkit::child::is_child(SETTLE_CHILD) {
             return;
         }
         if !exit_with_the_decided_status() {
             println!("undecided: went on");
         }
-        decide(143);
-        if exit_with_the_decided_status() {
-            println!("being written: deferred");
-        }
-        settle();
+        decide_while(143, || {
+            if exit_with_the_decided_status() {
+                println!("being written: deferred");
+            }
+        });
         println!("settled: went on");
     }
 }
