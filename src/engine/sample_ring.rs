@@ -55,8 +55,12 @@ pub struct RingIds {
 /// Where the kernel's writer is in one ring, to know when it wakes the
 /// reader for a reason other than a sample: `perf_output_begin` adds the
 /// watermark (half the ring, since we ask for wakeup_events, not a
-/// watermark) to `rb->wakeup` whenever a record's end passes it, and the
-/// event that wrote that record then signals its owner.
+/// watermark) to `rb->wakeup` whenever a record's end passes
+/// `rb->wakeup + watermark`, and the event that wrote that record then
+/// signals its owner. `rb->wakeup` is not a multiple of the watermark:
+/// `perf_output_sample` also adds 1 to it after every sample of an event
+/// with wakeup_events 1 (that is how a sample wakes its reader), so each
+/// overflow sample moves the next crossing one byte further on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingState {
     /// Bytes the kernel has written so far (its `head`).
@@ -77,13 +81,18 @@ impl RingState {
     }
 
     /// Advances past one record; true when it crossed the watermark.
-    fn advance(&mut self, size: usize) -> bool {
+    /// `wakes` is true for a sample of the overflow event (wakeup_events
+    /// 1), whose own wakeup the kernel counts after the crossing test.
+    fn advance(&mut self, size: usize, wakes: bool) -> bool {
         self.head += size as u64;
-        if self.watermark > 0 && self.head - self.wakeup > self.watermark {
+        let crossed = self.watermark > 0 && self.head - self.wakeup > self.watermark;
+        if crossed {
             self.wakeup += self.watermark;
-            return true;
         }
-        false
+        if wakes {
+            self.wakeup += 1;
+        }
+        crossed
     }
 }
 
@@ -124,8 +133,9 @@ pub fn parse(
             break;
         }
         let rec = &bytes[off..off + size];
-        let crossed = ring.advance(size);
         let parsed = parse_one(kind, misc, rec, ids);
+        let wakes = matches!(parsed, Parsed::Record(Observation::Sample { .. }));
+        let crossed = ring.advance(size, wakes);
         let by_event = match &parsed {
             Parsed::Record(Observation::Sample { .. }) => false,
             Parsed::Record(
@@ -332,11 +342,53 @@ mod tests {
         let mut ring = RingState::new(256);
         let mut out = Vec::new();
         assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), 0);
-        // Ends: 48, 96, 160 (past 0 + 128: the throttle's), 208, 256 (not
-        // past 128 + 128: the kernel's test is strict).
+        // Ends: 48, 96, 160 (past 2 + 128: the throttle's, after two
+        // samples' wakeups), 208, 256 (not past 131 + 128).
         assert_eq!(out[3], Observation::Wakeup { time_ns: 3 });
         assert_eq!(out.len(), recs.len() + 1);
-        assert_eq!((ring.head, ring.wakeup), (256, 128));
+        assert_eq!((ring.head, ring.wakeup), (256, 132));
+    }
+
+    /// Every overflow sample adds one to `rb->wakeup`, so a record that
+    /// ends fewer bytes past the half ring than there were samples before
+    /// it crosses nothing (a parser that ignored this saw a signal with no
+    /// cause, and judged it foreign).
+    #[test]
+    fn each_sample_moves_the_next_crossing_one_byte_on() {
+        let sample = |t| Observation::Sample {
+            time_ns: t,
+            cpu: 0,
+            count: t,
+        };
+        let start = |t| Observation::Start { time_ns: t, cpu: 0 };
+        let sample_size = encode(&sample(1), &IDS).len() as u64;
+        let start_size = encode(&start(1), &IDS).len() as u64;
+        let recs = [sample(1), sample(2), sample(3), start(4), start(5)];
+        let bytes: Vec<u8> = recs.iter().flat_map(|r| encode(r, &IDS)).collect();
+        // The first start ends 3 bytes past a watermark of its end - 3:
+        // 3 samples before it, so it crosses nothing; the second start does.
+        let first_start_end = 3 * sample_size + start_size;
+        let mut ring = RingState::new(2 * (first_start_end - 3) as usize);
+        let mut out = Vec::new();
+        assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), 0);
+        let wakeups: Vec<_> = out
+            .iter()
+            .filter(|o| matches!(o, Observation::Wakeup { .. }))
+            .collect();
+        assert_eq!(wakeups, [&Observation::Wakeup { time_ns: 5 }]);
+        // A switch witness's samples (wakeup_events 0) do not count.
+        let witness = |t| Observation::Stop {
+            time_ns: t,
+            cpu: 0,
+            count: Some(t),
+        };
+        let recs = [witness(1), witness(2), witness(3), start(4)];
+        let bytes: Vec<u8> = recs.iter().flat_map(|r| encode(r, &IDS)).collect();
+        let end = bytes.len() as u64;
+        let mut ring = RingState::new(2 * (end - 1) as usize);
+        let mut out = Vec::new();
+        assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), 0);
+        assert_eq!(out.last(), Some(&Observation::Wakeup { time_ns: 4 }));
     }
 
     /// The time-only witness's switch records are the overflow event's
