@@ -9,7 +9,8 @@ stream; `verdict` is the verdict rule over a run's counts; `check` is
 the fitness battery (probes of the PMU with known answers, and what they
 make of rr and of sampling profilers); `results`
 writes the results directory and reads it back; `report` renders what
-was read (report, compare, plot, replay); `fingerprint` describes the
+was read (report, compare, plot, replay), each report once, through the
+blocks every output format implements (`report::format`, a file a format); `fingerprint` describes the
 machine. Below them all: `records` is the observation stream's rows and
 their text format (raw.csv.gz), `stats` turns counts into rates with exact
 intervals, and `domain` holds the words they all share.

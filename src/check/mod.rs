@@ -25,6 +25,7 @@ are untested.
 */
 
 mod counting;
+pub mod document;
 mod events;
 mod machine;
 pub mod outcome;

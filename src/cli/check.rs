@@ -14,45 +14,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
-use crate::check::outcome::{
-    Finding, Fitness, Status, Use, exit_status, finding_line, verdict_words,
-};
+use crate::check::document::{CHECK_SCHEMA_VERSION, CheckDocument};
+use crate::check::outcome::{Fitness, Use, exit_status};
 use crate::check::{Battery, StressOutcome, lost_overflow};
 use crate::cli::emit::emit;
 use crate::cli::stops::{Stop, install_stops, stopped_by};
 use crate::cli::{CheckArgs, CheckFor};
-use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat};
+use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE};
 use crate::engine::kernel::probe::ProbeKernel;
 use crate::fingerprint::Fingerprint;
+use crate::report::format;
 use crate::results::writer::{OutError, claim, default_dir_name, write_json_atomically};
-
-/// check.json's `schema_version`: bumped when a field changes meaning.
-pub const CHECK_SCHEMA_VERSION: u32 = 1;
-
-/// check.json.
-#[derive(Serialize)]
-struct CheckDocument<'a> {
-    schema: &'static str,
-    schema_version: u32,
-    argv: Vec<String>,
-    /// The uses the exit status answers for.
-    #[serde(rename = "for")]
-    for_uses: Vec<Use>,
-    quick: bool,
-    stress_duration_s: f64,
-    rr: Fitness,
-    profiler: Fitness,
-    exit_status: i32,
-    /// The signal that stopped the check, if one did.
-    interrupted_by: Option<i32>,
-    #[serde(flatten)]
-    battery: &'a Battery,
-    /// The stress's results directory, relative to this one.
-    stress_dir: Option<&'static str>,
-    fingerprint: &'a Fingerprint,
-}
 
 fn uses(for_use: CheckFor) -> Vec<Use> {
     match for_use {
@@ -109,6 +81,7 @@ pub fn check_command<P: ProbeKernel>(args: &CheckArgs, pmu: &P) -> i32 {
         battery: &battery,
         stress_dir,
         fingerprint: &fingerprint,
+        dir: dir.clone(),
     };
     if let Err(e) = write_json_atomically(&dir, "check.json", &document) {
         errln!(
@@ -117,12 +90,13 @@ pub fn check_command<P: ProbeKernel>(args: &CheckArgs, pmu: &P) -> i32 {
         );
         return EXIT_CANNOT_TEST;
     }
-    let text = if args.format == OutputFormat::Json {
-        serde_json::to_string_pretty(&document).unwrap_or_default() + "\n"
-    } else {
-        lines(&document, &dir)
-    };
-    emit(&text, status)
+    match format::render(&document, args.format) {
+        Ok(text) => emit(&text, status),
+        Err(e) => {
+            errln!("error: serialising the check: {e}");
+            EXIT_CANNOT_TEST
+        }
+    }
 }
 
 /// The check's own directory: --out, or a new default one. One that
@@ -247,74 +221,4 @@ fn stress(dir: &Path, duration: Duration, battery: &Battery, stops: &[Stop]) -> 
         detail,
         dir: "stress".into(),
     }
-}
-
-/// The readable lines: a heading, one line per probe (and for a finding
-/// that is not a PASS, what was expected and what to do), the verdict
-/// per use, and where the evidence is.
-fn lines(doc: &CheckDocument<'_>, dir: &Path) -> String {
-    let mut out = String::new();
-    let b = doc.battery;
-    out.push_str(&format!(
-        "pmustress check: {} ({}), counting {}\n",
-        b.core,
-        doc.fingerprint
-            .kernel
-            .release
-            .value
-            .as_deref()
-            .unwrap_or("kernel unknown"),
-        b.counted.as_deref().unwrap_or("nothing")
-    ));
-    for f in &b.findings {
-        out.push_str(&finding_lines(f));
-    }
-    let say = |u: Use, f: &Fitness| {
-        let (fitness, because) = f.parts();
-        verdict_words(u.as_str(), fitness, because)
-    };
-    let verdict = if b.tested {
-        format!(
-            "{}; {}",
-            say(Use::Rr, &doc.rr),
-            say(Use::Profiler, &doc.profiler)
-        )
-    } else {
-        "could not test the PMU here".to_string()
-    };
-    out.push_str(&format!(
-        "verdict: {verdict} (exit {}, --for {})\n",
-        doc.exit_status,
-        match doc.for_uses.as_slice() {
-            [Use::Rr] => "rr",
-            [Use::Profiler] => "profiler",
-            _ => "all",
-        }
-    ));
-    if let Some(sig) = doc.interrupted_by {
-        out.push_str(&format!(
-            "stopped by signal {sig}: the probes not run are missing\n"
-        ));
-    }
-    out.push_str(&format!("results: {}\n", dir.join("check.json").display()));
-    out
-}
-
-/// A finding's line, and for one that is not a PASS a second with what
-/// was expected and what to do.
-fn finding_lines(f: &Finding) -> String {
-    let mut line = finding_line(f.status.as_str(), f.probe, &f.evidence) + "\n";
-    if f.status != Status::Pass {
-        let mut more = Vec::new();
-        if !f.expectation.is_empty() && f.status != Status::Skip {
-            more.push(format!("expected {}", f.expectation));
-        }
-        if let Some(r) = &f.remedy {
-            more.push(r.clone());
-        }
-        if !more.is_empty() {
-            line.push_str(&format!("     {:<13} {}\n", "", more.join("; ")));
-        }
-    }
-    line
 }

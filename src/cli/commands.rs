@@ -23,8 +23,9 @@ use crate::fingerprint::Fingerprint;
 use crate::judge::{Anomaly, ClosedWindow};
 use crate::records::Observation;
 use crate::report::compare::{self, Group};
+use crate::report::format::{self, markup::Report};
 use crate::report::groups;
-use crate::report::runs as report;
+use crate::report::runs::RunsReport;
 use crate::results::loaded::{self as loaded_run, LoadedRun};
 use crate::results::schema::{MAX_RECORDED_ANOMALIES, RunResults};
 use crate::results::writer::{OutError, ResultsDir};
@@ -80,62 +81,9 @@ fn replay_command(args: &ReplayArgs) -> i32 {
             }
         };
         // A stream that does not give run.json's totals cannot vouch for
-        // the run: 125, and the verdict said is the one exited with (it
-        // printed "verdict: clean (exit 0)" and exited 125). What the
-        // stream alone shows is said beside it.
-        let (verdict, status) = if r.differences.is_empty() {
-            (r.verdict.as_str(), r.exit_status)
-        } else {
-            ("inconclusive", EXIT_CANNOT_TEST)
-        };
-        let mut out = String::new();
-        if args.format == OutputFormat::Json {
-            let json = serde_json::json!({
-                "replayed": r.replayed,
-                "truncated": r.truncated,
-                "differences": r.differences,
-                "run_verdict": r.run_verdict,
-                "stream_verdict": r.verdict,
-                "verdict": verdict,
-                "exit_status": status,
-            });
-            put!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&json).unwrap_or_default()
-            );
-        } else {
-            put!(out, "{}", replay::summary(&r.replayed).trim_end());
-            if let Some(t) = &r.truncated {
-                put!(out, "note: the stream ends early ({t}): judged up to there");
-            }
-            if r.differences.is_empty() {
-                put!(
-                    out,
-                    "replay: the same totals as run.json (run verdict {}, exit {})",
-                    r.run_verdict,
-                    r.run_exit_status.map_or("-".to_string(), |s| s.to_string())
-                );
-            }
-            for (field, run, replayed) in &r.differences {
-                put!(
-                    out,
-                    "replay differs: {field}: run.json {run}, replay {replayed}"
-                );
-            }
-            if r.differences.is_empty() {
-                put!(out, "verdict: {verdict} (exit {status})");
-            } else {
-                put!(
-                    out,
-                    "verdict: {verdict} (exit {status}): the stream does not give run.json's totals (the stream alone: {}, exit {})",
-                    r.verdict,
-                    r.exit_status
-                );
-            }
-            out = crate::cli::console::fit(&out);
-        }
-        return emit(&out, status);
+        // the run: 125, and the verdict said is the one exited with.
+        let status = r.outcome().1;
+        return rendered(&r, args.format, status);
     }
     let cfg = match crate::cli::validate::bare_stream(args) {
         Ok(cfg) => cfg,
@@ -151,22 +99,27 @@ fn replay_command(args: &ReplayArgs) -> i32 {
             return EXIT_CANNOT_TEST;
         }
     };
-    let mut out = String::new();
-    if args.format == OutputFormat::Json {
-        put!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&r).unwrap_or_default()
-        );
-    } else {
-        put!(out, "{}", replay::summary(&r).trim_end());
-        if let Some(t) = &truncated {
-            put!(out, "note: the stream ends early ({t}): judged up to there");
+    let status = r.exit_status;
+    rendered(
+        &replay::StreamReplay {
+            replayed: r,
+            truncated,
+        },
+        args.format,
+        status,
+    )
+}
+
+/// A report in the format asked, exiting `status`; a report that cannot
+/// be serialised is one line and 125, never an empty output.
+fn rendered<R: Report + serde::Serialize>(report: &R, format: OutputFormat, status: i32) -> i32 {
+    match format::render(report, format) {
+        Ok(text) => emit(&text, status),
+        Err(e) => {
+            errln!("error: serialising the report: {e}");
+            EXIT_CANNOT_TEST
         }
-        put!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
-        out = crate::cli::console::fit(&out);
     }
-    emit(&out, r.exit_status)
 }
 
 /// A bare stream's skids by the run's rule: it refuses a skid of a
@@ -238,35 +191,20 @@ fn report_command(args: &ReportArgs) -> i32 {
     if !checks.is_empty() {
         return report_checks(args, &checks, &runs);
     }
-    let text = match (args.group_by, args.format) {
-        (Some(by), format) => {
-            let grouped = match groups::group(&runs, by) {
-                Ok(g) => g,
-                Err(e) => {
-                    errln!("error: {e:#}");
-                    return EXIT_USAGE;
-                }
-            };
-            match format {
-                OutputFormat::Json => serde_json::to_string_pretty(&grouped),
-                format => Ok(groups::render(&grouped, format)),
-            }
-        }
-        (None, OutputFormat::Json) => {
-            let all: Vec<_> = runs.iter().map(report::summary).collect();
-            serde_json::to_string_pretty(&all)
-        }
-        (None, format) => Ok(report::report(&runs, format, args.anomalies)),
+    let runs_report = RunsReport {
+        runs: &runs,
+        first_anomalies: args.anomalies,
     };
-    let mut out = String::new();
-    match text {
-        Ok(text) => put!(out, "{}", text.trim_end()),
-        Err(e) => {
-            errln!("error: serialising the report: {e}");
-            return EXIT_CANNOT_TEST;
-        }
+    match args.group_by {
+        Some(by) => match groups::group(&runs, by) {
+            Ok(grouped) => rendered(&grouped, args.format, unfinished_status(&runs)),
+            Err(e) => {
+                errln!("error: {e:#}");
+                EXIT_USAGE
+            }
+        },
+        None => rendered(&runs_report, args.format, unfinished_status(&runs)),
     }
-    emit(&out, unfinished_status(&runs))
 }
 
 /// `report` of checks (and any runs given beside them): the checks'
@@ -276,27 +214,15 @@ fn report_checks(
     checks: &[crate::report::checks::LoadedCheck],
     runs: &[LoadedRun],
 ) -> i32 {
-    use crate::report::checks;
-    if args.format == OutputFormat::Json {
-        let rows = args.group_by.map(|by| checks::group(checks, by));
-        let json = serde_json::json!({
-            "checks": checks.iter().map(|c| c.dir.display().to_string()).collect::<Vec<_>>(),
-            "groups": rows,
-            "runs": runs.iter().map(report::summary).collect::<Vec<_>>(),
-        });
-        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-        return emit(&(text + "\n"), unfinished_status(runs));
-    }
-    let mut out = match args.group_by {
-        Some(by) => checks::render_groups(&checks::group(checks, by), by, args.format),
-        None => checks::render(checks, args.format),
+    let report = crate::report::checks::ChecksReport {
+        checks,
+        group_by: args.group_by,
+        runs: RunsReport {
+            runs,
+            first_anomalies: args.anomalies,
+        },
     };
-    if !runs.is_empty() {
-        out.push('\n');
-        out.push_str(report::report(runs, args.format, args.anomalies).trim_end());
-        out.push('\n');
-    }
-    emit(&out, unfinished_status(runs))
+    rendered(&report, args.format, unfinished_status(runs))
 }
 
 /// A run without a verdict is evidence, not a result: a script that reads
@@ -356,40 +282,16 @@ fn compare_command(args: &CompareArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let mut out = String::new();
     if args.mail {
-        put!(
-            out,
-            "{}",
-            crate::report::mail::mail(&a, &b, &groups[0], &groups[1]).trim_end()
-        );
-        return emit(&out, 0);
+        let mail = crate::report::mail::Mail {
+            a: &a,
+            b: &b,
+            runs_a: &groups[0],
+            runs_b: &groups[1],
+        };
+        return emit(&format::render_text(&mail), 0);
     }
-    match args.format {
-        OutputFormat::Json => {
-            let p = compare::rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows);
-            let side = |g: &Group| {
-                serde_json::json!({
-                    "label": g.label, "runs": g.runs, "overflows": g.overflows,
-                    "dropped": g.dropped, "injected": g.injected,
-                    "software_runs": g.software_runs, "stress": g.stress,
-                    "rate": crate::stats::Rate::new(g.dropped, g.overflows, crate::domain::CONFIDENCE),
-                })
-            };
-            let v = serde_json::json!({
-                "a": side(&a), "b": side(&b), "p_value": p,
-                "test": "exact conditional binomial test, two-sided",
-                "warnings": compare::warnings(&a, &b),
-            });
-            put!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&v).unwrap_or_default()
-            );
-        }
-        format => put!(out, "{}", compare::compare(&a, &b, format).trim_end()),
-    }
-    emit(&out, 0)
+    rendered(&compare::Comparison { a: &a, b: &b }, args.format, 0)
 }
 
 /// What a build without the `plot` feature says to `pmustress plot ...`,
@@ -857,7 +759,7 @@ fn write_stdout(text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     match stdout
-        .write_all(report::escape_controls(text).as_bytes())
+        .write_all(crate::report::format::escape::escape_controls(text).as_bytes())
         .and_then(|()| stdout.flush())
     {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

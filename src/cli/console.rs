@@ -178,8 +178,12 @@ fn write_line(line: Line, failure: &mut Failure) {
     let result = match line {
         Line::Out(text) => {
             let mut out = std::io::stdout().lock();
-            writeln!(out, "{}", crate::report::runs::escape_controls(&text))
-                .and_then(|()| out.flush())
+            writeln!(
+                out,
+                "{}",
+                crate::report::format::escape::escape_controls(&text)
+            )
+            .and_then(|()| out.flush())
         }
         // The progress line is a courtesy: a failed write is not recorded.
         Line::Progress(text) => {
@@ -217,27 +221,8 @@ pub fn gets_a_line(kind: AnomalyKind) -> bool {
 }
 
 /// The widest console line: longer ones are wrapped between words, their
-/// continuation indented.
-pub const WIDTH: usize = 100;
-
-/// `text`, each line wrapped to `WIDTH` columns between words (a word
-/// longer than that, such as a path, is kept whole).
-pub fn fit(text: &str) -> String {
-    // Never at a hyphen: "late-signal" and "--inject-drop-every" are
-    // names, split they read as two words.
-    let opts = textwrap::Options::new(WIDTH)
-        .subsequent_indent("    ")
-        .break_words(false)
-        .word_splitter(textwrap::WordSplitter::NoHyphenation);
-    let mut out = String::new();
-    for line in text.lines() {
-        for part in textwrap::wrap(line, &opts) {
-            out.push_str(&part);
-            out.push('\n');
-        }
-    }
-    out
-}
+/// continuation indented (`fit`).
+pub use crate::report::format::text::{TERMINAL_WIDTH as WIDTH, fit};
 
 /// What the progress line counts towards, besides the time.
 #[derive(Debug, Clone, Copy, Default)]
@@ -404,7 +389,7 @@ fn where_they_went(t: &Counts, elapsed_ns: u64) -> String {
 pub fn summary(r: &RunResults) -> String {
     let mut s = String::new();
     let t = &r.totals;
-    crate::report::runs::answers_text(&mut s, t);
+    crate::report::format::text::answers_into(&mut s, &crate::report::answers::answers(t));
     for line in r.workers.iter().filter_map(worker_line) {
         let _ = writeln!(s, "{line}");
     }

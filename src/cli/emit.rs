@@ -1,13 +1,13 @@
 //! Writing a command's output: all of it, or one line saying why not.
 
 use crate::domain::EXIT_CANNOT_TEST;
-use crate::report::runs as report;
+use crate::report::format::escape::escape_controls;
 
 /// Writes a command's whole output and returns `status`: a failed write (a
 /// full disk, /dev/full) is one line and 125, never a lost output with 0.
 /// A reader that went away (`| head`) took what it wanted: not an error.
 pub fn emit(text: &str, status: i32) -> i32 {
-    emit_bytes(report::escape_controls(text).as_bytes(), status)
+    emit_bytes(escape_controls(text).as_bytes(), status)
 }
 
 pub fn emit_bytes(bytes: &[u8], status: i32) -> i32 {

@@ -3,7 +3,6 @@
 //! host...): how many checks, how many found the machine fit for rr and
 //! for sampling profilers, and the stress's lost overflows per overflow.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
@@ -11,9 +10,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::check::outcome::{Use, finding_line, verdict_words};
-use crate::domain::{GroupBy, OutputFormat};
+use crate::domain::GroupBy;
+use crate::report::format::escape::printable;
+use crate::report::format::markup::{Column, Markup, Report, Table, Width};
 use crate::report::groups::{key_from, key_name};
-use crate::report::runs::printable;
+use crate::report::runs::RunsReport;
 use crate::results::reader::read_bounded;
 
 /// check.json is some kilobytes and the fingerprint; a bigger one is not
@@ -73,16 +74,48 @@ impl LoadedCheck {
     }
 }
 
-/// Each check: its verdicts, then one line per finding.
-pub fn render(checks: &[LoadedCheck], format: OutputFormat) -> String {
-    let mut s = String::new();
-    for c in checks {
-        let heading = printable(&c.dir.display().to_string()).into_owned();
-        if format == OutputFormat::Markdown {
-            let _ = writeln!(s, "## check {heading}\n");
-        } else {
-            let _ = writeln!(s, "check {heading}");
+/// `report` of checks and any runs given beside them: each check's
+/// verdicts and findings (or with `group_by`, one row per group), then
+/// the runs' report. JSON: the checks' directories, the groups, and the
+/// runs' summaries.
+pub struct ChecksReport<'a> {
+    pub checks: &'a [LoadedCheck],
+    pub group_by: Option<GroupBy>,
+    pub runs: RunsReport<'a>,
+}
+
+impl Serialize for ChecksReport<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let rows = self.group_by.map(|by| group(self.checks, by));
+        serde_json::json!({
+            "checks": self.checks.iter().map(|c| c.dir.display().to_string()).collect::<Vec<_>>(),
+            "groups": rows,
+            "runs": &self.runs,
+        })
+        .serialize(s)
+    }
+}
+
+impl Report for ChecksReport<'_> {
+    fn write(&self, m: &mut dyn Markup) {
+        match self.group_by {
+            Some(by) => group_rows(m, &group(self.checks, by), by),
+            None => sections(m, self.checks),
         }
+        if !self.runs.runs.is_empty() {
+            m.blank();
+            self.runs.write(m);
+        }
+    }
+}
+
+/// Each check: its verdicts, then one line per finding.
+fn sections(m: &mut dyn Markup, checks: &[LoadedCheck]) {
+    for c in checks {
+        m.title(&format!(
+            "check {}",
+            printable(&c.dir.display().to_string())
+        ));
         let say = |u: Use| {
             let key = match u {
                 Use::Rr => "rr",
@@ -90,28 +123,21 @@ pub fn render(checks: &[LoadedCheck], format: OutputFormat) -> String {
             };
             verdict_words(u.as_str(), c.fitness(key), &c.because(key))
         };
-        let _ = writeln!(
-            s,
+        m.line(&format!(
             "{}; {} (exit {})",
             say(Use::Rr),
             say(Use::Profiler),
             c.doc["exit_status"]
-        );
+        ));
         for f in c.doc["findings"].as_array().into_iter().flatten() {
-            let line = finding_line(
+            m.listing(&finding_line(
                 f["status"].as_str().unwrap_or("?"),
                 f["probe"].as_str().unwrap_or("?"),
                 &printable(f["evidence"].as_str().unwrap_or("")),
-            );
-            if format == OutputFormat::Markdown {
-                let _ = writeln!(s, "    {line}");
-            } else {
-                let _ = writeln!(s, "  {line}");
-            }
+            ));
         }
-        s.push('\n');
+        m.blank();
     }
-    s
 }
 
 /// One group's row.
@@ -157,9 +183,7 @@ pub fn group(checks: &[LoadedCheck], by: GroupBy) -> Vec<CheckRow> {
     rows
 }
 
-pub fn render_groups(rows: &[CheckRow], by: GroupBy, format: OutputFormat) -> String {
-    let by = key_name(by);
-    let mut s = String::new();
+fn group_rows(m: &mut dyn Markup, rows: &[CheckRow], by: GroupBy) {
     let lost = |r: &CheckRow| {
         if r.overflows == 0 {
             "-".to_string()
@@ -167,45 +191,28 @@ pub fn render_groups(rows: &[CheckRow], by: GroupBy, format: OutputFormat) -> St
             format!("{} / {}", r.dropped, r.overflows)
         }
     };
-    if format == OutputFormat::Markdown {
-        let _ = writeln!(
-            s,
-            "| {by} | checks | fit for rr | fit for profilers | lost / overflows |"
-        );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|");
-        for r in rows {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} |",
-                printable(&r.key).replace('|', "\\|"),
-                r.checks,
-                r.fit_for_rr,
-                r.fit_for_profilers,
-                lost(r)
-            );
-        }
-    } else {
-        let width = rows
-            .iter()
-            .map(|r| printable(&r.key).chars().count())
-            .chain([by.len()])
-            .max()
-            .unwrap_or(0);
-        let _ = writeln!(
-            s,
-            "{by:<width$} checks  rr-fit  profiler-fit  lost/overflows"
-        );
-        for r in rows {
-            let _ = writeln!(
-                s,
-                "{:<width$} {:>6}  {:>6}  {:>12}  {}",
-                printable(&r.key),
-                r.checks,
-                r.fit_for_rr,
-                r.fit_for_profilers,
-                lost(r)
-            );
-        }
+    let mut table = Table::new(vec![
+        Column::left(key_name(by), Width::Widest),
+        Column::right("checks", Width::Fixed(6)),
+        Column::right("fit for rr", Width::Fixed(6))
+            .text_title("rr-fit")
+            .gap(2),
+        Column::right("fit for profilers", Width::Fixed(12))
+            .text_title("profiler-fit")
+            .gap(2),
+        Column::left("lost / overflows", Width::Cell)
+            .text_title("lost/overflows")
+            .gap(2)
+            .markdown_right(),
+    ]);
+    for r in rows {
+        table.row(vec![
+            printable(&r.key).into_owned(),
+            r.checks.to_string(),
+            r.fit_for_rr.to_string(),
+            r.fit_for_profilers.to_string(),
+            lost(r),
+        ]);
     }
-    s
+    m.table(&table);
 }

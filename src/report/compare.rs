@@ -9,15 +9,13 @@ side by side, since the stress decides what zero drops are worth.
 */
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::domain::OutputFormat;
-
-use crate::report::runs::{rate_cells, wrap_into};
+use crate::report::answers::rate_cells;
+use crate::report::format::markup::{Column, Markup, Report, Table, Width};
 use crate::results::loaded::LoadedRun;
 
 pub use crate::stats::rates_differ_p;
@@ -205,156 +203,160 @@ pub fn warnings(a: &Group, b: &Group) -> Vec<String> {
     w
 }
 
-/// The comparison as text (at most 72 columns: a rate of a million per
-/// million and its interval fit) or a markdown table.
-pub fn compare(a: &Group, b: &Group, format: OutputFormat) -> String {
-    let md = format == OutputFormat::Markdown;
-    let mut s = String::new();
-    let warned = warnings(a, b);
-    for w in &warned {
-        if md {
-            let _ = writeln!(s, "- **warning**: {w}");
-        } else {
-            wrap_into(&mut s, &format!("warning: {w}"), "");
+/// Two groups compared: `pmustress compare`'s report. Text fits 72
+/// columns (a rate of a million per million and its interval fit); JSON
+/// is each side's numbers, the test and the warnings.
+pub struct Comparison<'a> {
+    pub a: &'a Group,
+    pub b: &'a Group,
+}
+
+impl Serialize for Comparison<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (a, b) = (self.a, self.b);
+        let side = |g: &Group| {
+            serde_json::json!({
+                "label": g.label, "runs": g.runs, "overflows": g.overflows,
+                "dropped": g.dropped, "injected": g.injected,
+                "software_runs": g.software_runs, "stress": g.stress,
+                "rate": crate::stats::Rate::new(g.dropped, g.overflows, crate::domain::CONFIDENCE),
+            })
+        };
+        serde_json::json!({
+            "a": side(a), "b": side(b),
+            "p_value": rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows),
+            "test": "exact conditional binomial test, two-sided",
+            "warnings": warnings(a, b),
+        })
+        .serialize(s)
+    }
+}
+
+impl Report for Comparison<'_> {
+    fn write(&self, m: &mut dyn Markup) {
+        let (a, b) = (self.a, self.b);
+        let warned = warnings(a, b);
+        for w in &warned {
+            m.warning(w);
         }
-    }
-    if md && !warned.is_empty() {
-        let _ = writeln!(s);
-    }
-    if md {
-        let _ = writeln!(s, "| | runs | overflows | dropped | per million | 95% CI |");
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
-    } else {
-        let _ = writeln!(
-            s,
-            "{:<8} {:>5} {:>12} {:>8} {:>11} {:>23}",
-            "", "runs", "overflows", "dropped", "per million", "95% CI"
-        );
-    }
-    for (name, g) in [("A", a), ("B", b)] {
-        let (pm, ci) = rate_cells(g.overflows, g.dropped);
-        if md {
-            let _ = writeln!(
-                s,
-                "| {name} | {} | {} | {} | {pm} | {ci} |",
-                g.runs, g.overflows, g.dropped
-            );
-        } else {
-            let _ = writeln!(
-                s,
-                "{name:<8} {:>5} {:>12} {:>8} {pm:>11} {ci:>23}",
-                g.runs, g.overflows, g.dropped
-            );
+        if !warned.is_empty() {
+            m.paragraph_end();
         }
+        let mut rates = Table::new(vec![
+            Column::left("", Width::Fixed(8)),
+            Column::right("runs", Width::Fixed(5)),
+            Column::right("overflows", Width::Fixed(12)),
+            Column::right("dropped", Width::Fixed(8)),
+            Column::right("per million", Width::Fixed(11)),
+            Column::right("95% CI", Width::Fixed(23)),
+        ]);
+        for (name, g) in [("A", a), ("B", b)] {
+            let (pm, ci) = rate_cells(g.overflows, g.dropped);
+            rates.row(vec![
+                name.to_string(),
+                g.runs.to_string(),
+                g.overflows.to_string(),
+                g.dropped.to_string(),
+                pm,
+                ci,
+            ]);
+        }
+        m.table(&rates);
+        m.paragraph_end();
+        m.fact(&format!("A: {}", a.label));
+        m.fact(&format!("B: {}", b.label));
+        m.fact(&format!("rate ratio A/B: {}", ratio(a, b)));
+        match rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows) {
+            Some(p) => {
+                let verdict = if p < 0.05 {
+                    "the rates differ (p < 0.05)"
+                } else {
+                    "no significant difference at p < 0.05"
+                };
+                m.fact(&format!(
+                    "exact conditional binomial test, two-sided: p = {p:.3e}: {verdict}"
+                ));
+            }
+            None => m.fact("no test: a side has no overflows"),
+        }
+        per_stop(m, a, b);
+        stress_rows(m, a, b);
     }
-    if md {
-        let _ = writeln!(s);
-    }
-    let item = if md { "- " } else { "" };
-    wrap_into(&mut s, &format!("A: {}", a.label), item);
-    wrap_into(&mut s, &format!("B: {}", b.label), item);
+}
+
+fn ratio(a: &Group, b: &Group) -> String {
     let ra = a.dropped as f64 / a.overflows.max(1) as f64;
     let rb = b.dropped as f64 / b.overflows.max(1) as f64;
-    let ratio = if rb > 0.0 {
+    if rb > 0.0 {
         format!("{:.3}", ra / rb)
     } else if ra > 0.0 {
         "infinite (B has no drops)".to_string()
     } else {
         "undefined (no drops in either)".to_string()
+    }
+}
+
+/// The loss happens at stops: the same comparison per stop, where both
+/// sides counted them (a side that stopped its threads more often would
+/// lose more per overflow on the same kernel).
+fn per_stop(m: &mut dyn Markup, a: &Group, b: &Group) {
+    let (Some(sa), Some(sb)) = (a.stops, b.stops) else {
+        return;
     };
-    wrap_into(&mut s, &format!("rate ratio A/B: {ratio}"), item);
-    match rates_differ_p(a.dropped, a.overflows, b.dropped, b.overflows) {
-        Some(p) => {
-            let verdict = if p < 0.05 {
-                "the rates differ (p < 0.05)"
-            } else {
-                "no significant difference at p < 0.05"
-            };
-            wrap_into(
-                &mut s,
-                &format!("exact conditional binomial test, two-sided: p = {p:.3e}: {verdict}"),
-                item,
-            );
-        }
-        None => wrap_into(&mut s, "no test: a side has no overflows", item),
+    let mut table = Table::new(vec![
+        Column::left("per stop", Width::Fixed(8)),
+        // Under the rates table's runs and overflows columns.
+        Column::right("stops", Width::Fixed(18)),
+        Column::right("dropped", Width::Fixed(8)),
+        Column::right("per million", Width::Fixed(11)),
+        Column::right("95% CI", Width::Fixed(23)),
+    ]);
+    for (name, g, stops) in [("A", a, sa), ("B", b, sb)] {
+        let (pm, ci) = rate_cells(stops, g.dropped);
+        table.row(vec![
+            name.to_string(),
+            stops.to_string(),
+            g.dropped.to_string(),
+            pm,
+            ci,
+        ]);
     }
-    // The loss happens at stops: the same comparison per stop, where both
-    // sides counted them (a side that stopped its threads more often
-    // would lose more per overflow on the same kernel).
-    if let (Some(sa), Some(sb)) = (a.stops, b.stops) {
-        if md {
-            let _ = writeln!(s, "\n| per stop | stops | dropped | per million | 95% CI |");
-            let _ = writeln!(s, "|---|---:|---:|---:|---:|");
-        } else {
-            let _ = writeln!(
-                s,
-                "{:<8} {:>5} {:>12} {:>8} {:>11} {:>23}",
-                "per stop", "", "stops", "dropped", "per million", "95% CI"
-            );
-        }
-        for (name, g, stops) in [("A", a, sa), ("B", b, sb)] {
-            let (pm, ci) = rate_cells(stops, g.dropped);
-            if md {
-                let _ = writeln!(s, "| {name} | {stops} | {} | {pm} | {ci} |", g.dropped);
-            } else {
-                let _ = writeln!(
-                    s,
-                    "{name:<8} {:>5} {stops:>12} {:>8} {pm:>11} {ci:>23}",
-                    "", g.dropped
-                );
-            }
-        }
-        if md {
-            let _ = writeln!(s);
-        }
-        if let Some(p) = rates_differ_p(a.dropped, sa, b.dropped, sb) {
-            wrap_into(
-                &mut s,
-                &format!("per stop, exact conditional binomial test, two-sided: p = {p:.3e}"),
-                item,
-            );
-        }
+    m.paragraph_end();
+    m.table(&table);
+    m.paragraph_end();
+    if let Some(p) = rates_differ_p(a.dropped, sa, b.dropped, sb) {
+        m.fact(&format!(
+            "per stop, exact conditional binomial test, two-sided: p = {p:.3e}"
+        ));
     }
-    stress_rows(&mut s, a, b, md);
-    s
 }
 
 /// The two sides' stress side by side, where both counted it: stops the
 /// kernel witnessed and moves per second of run time, and the share of
 /// moves that stopped a running worker.
-fn stress_rows(s: &mut String, a: &Group, b: &Group, md: bool) {
+fn stress_rows(m: &mut dyn Markup, a: &Group, b: &Group) {
     let (Some(sa), Some(sb)) = (a.stress, b.stress) else {
         return;
     };
-    if md {
-        let _ = writeln!(
-            s,
-            "\n| stress | seconds | stops/s | moves/s | moves that stopped |"
-        );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|");
-    } else {
-        let _ = writeln!(
-            s,
-            "{:<8} {:>9} {:>12} {:>12} {:>20}",
-            "stress", "seconds", "stops/s", "moves/s", "moves that stopped"
-        );
-    }
+    let mut table = Table::new(vec![
+        Column::left("stress", Width::Fixed(8)),
+        Column::right("seconds", Width::Fixed(9)),
+        Column::right("stops/s", Width::Fixed(12)),
+        Column::right("moves/s", Width::Fixed(12)),
+        Column::right("moves that stopped", Width::Fixed(20)),
+    ]);
     for (name, g) in [("A", sa), ("B", sb)] {
         let stopped = g
             .moves_that_stopped_fraction
             .map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0));
-        let (secs, stops, moves) = (
+        table.row(vec![
+            name.to_string(),
             format!("{:.1}", g.seconds),
             format!("{:.0}", g.stops_per_second),
             format!("{:.0}", g.moves_per_second),
-        );
-        if md {
-            let _ = writeln!(s, "| {name} | {secs} | {stops} | {moves} | {stopped} |");
-        } else {
-            let _ = writeln!(
-                s,
-                "{name:<8} {secs:>9} {stops:>12} {moves:>12} {stopped:>20}"
-            );
-        }
+            stopped,
+        ]);
     }
+    m.paragraph_end();
+    m.table(&table);
 }

@@ -16,13 +16,16 @@ A run given twice (or a copy of it) is counted once, and the repeat named.
 */
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::domain::{CONFIDENCE, GroupBy, OutputFormat};
+use crate::domain::{CONFIDENCE, GroupBy};
+use crate::report::answers::rate_short;
+use crate::report::format::escape::printable;
+use crate::report::format::markup::{Column, Markup, Report, Table, Width};
+use crate::report::format::text::WIDTH;
 use crate::results::loaded::LoadedRun;
 use crate::results::reader::verdict_name;
 use crate::results::schema::Verdict;
@@ -265,81 +268,45 @@ fn pool(key: String, members: &[&LoadedRun]) -> Result<GroupRow> {
     })
 }
 
-/// The grouped report as text (at most 72 columns: a key too long for one
-/// row of the table gets a line of its own above its numbers) or a
-/// markdown table (JSON is `Grouped`).
-pub fn render(g: &Grouped, format: OutputFormat) -> String {
-    let by = key_name(g.group_by);
-    let mut s = String::new();
-    let rate = |r: &GroupRow| crate::report::runs::rate_short(r.overflows, r.dropped);
-    let numbers = |runs: &dyn std::fmt::Display,
-                   overflows: &dyn std::fmt::Display,
-                   dropped: &dyn std::fmt::Display,
-                   rate: &dyn std::fmt::Display,
-                   verdict: &dyn std::fmt::Display| {
-        format!("{runs:>4} {overflows:>11} {dropped:>7} {rate:<20} {verdict}")
-    };
-    if format == OutputFormat::Markdown {
-        let _ = writeln!(
-            s,
-            "| {by} | runs | overflows | dropped | per million (95% CI) | verdict |"
-        );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+/// The grouped report: one row per group, as a table (in text at most 72
+/// columns: a key too long for one row gets a line of its own above its
+/// numbers), then what the table leaves out; JSON is `Grouped` itself.
+impl Report for Grouped {
+    fn write(&self, m: &mut dyn Markup) {
+        let g = self;
+        let mut table = Table::new(vec![
+            Column::left(key_name(g.group_by), Width::Widest),
+            Column::right("runs", Width::Fixed(4)),
+            Column::right("overflows", Width::Fixed(11)),
+            Column::right("dropped", Width::Fixed(7)),
+            Column::left("per million (95% CI)", Width::Fixed(20)).markdown_right(),
+            Column::left("verdict", Width::Cell),
+        ]);
+        table.fold_wider_than = Some(WIDTH);
         for r in &g.groups {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} |",
-                crate::report::runs::printable(&r.key).replace('|', "\\|"),
-                r.runs,
-                r.overflows,
-                r.dropped,
-                rate(r),
-                r.verdict
-            );
+            table.row(vec![
+                printable(&r.key).into_owned(),
+                r.runs.to_string(),
+                r.overflows.to_string(),
+                r.dropped.to_string(),
+                rate_short(r.overflows, r.dropped),
+                r.verdict.to_string(),
+            ]);
         }
-    } else {
-        let width = g
-            .groups
-            .iter()
-            .map(|r| crate::report::runs::printable(&r.key).chars().count())
-            .chain([by.len()])
-            .max()
-            .unwrap_or(0);
-        let header = numbers(
-            &"runs",
-            &"overflows",
-            &"dropped",
-            &"per million (95% CI)",
-            &"verdict",
-        );
-        let rows: Vec<(String, String)> = g
-            .groups
-            .iter()
-            .map(|r| {
-                (
-                    crate::report::runs::printable(&r.key).into_owned(),
-                    numbers(&r.runs, &r.overflows, &r.dropped, &rate(r), &r.verdict),
-                )
-            })
-            .collect();
-        let one_line = rows
-            .iter()
-            .map(|(_, n)| n.chars().count())
-            .chain([header.chars().count()])
-            .all(|n| width + 1 + n <= crate::report::runs::WIDTH);
-        if one_line {
-            let _ = writeln!(s, "{by:<width$} {header}");
-            for (key, n) in &rows {
-                let _ = writeln!(s, "{key:<width$} {n}");
-            }
-        } else {
-            let _ = writeln!(s, "{by}\n  {header}");
-            for (key, n) in &rows {
-                crate::report::runs::wrap_into(&mut s, key, "");
-                let _ = writeln!(s, "  {n}");
-            }
+        m.table(&table);
+        let notes = notes(g);
+        if !notes.is_empty() {
+            m.blank();
+        }
+        for n in notes {
+            m.note(&n);
         }
     }
+}
+
+/// What the table leaves out: runs counted once, verdicts not pooled,
+/// runs that could not start and self-tests.
+fn notes(g: &Grouped) -> Vec<String> {
     let mut notes = Vec::new();
     for (dup, first) in &g.duplicates {
         notes.push(format!("{dup} is the same run as {first}: counted once"));
@@ -370,15 +337,5 @@ pub fn render(g: &Grouped, format: OutputFormat) -> String {
             ));
         }
     }
-    if !notes.is_empty() {
-        let _ = writeln!(s);
-    }
-    for n in notes {
-        if format == OutputFormat::Markdown {
-            crate::report::runs::wrap_into(&mut s, &n, "- ");
-        } else {
-            crate::report::runs::wrap_into(&mut s, &format!("note: {n}"), "");
-        }
-    }
-    s
+    notes
 }

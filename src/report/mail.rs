@@ -9,22 +9,36 @@ reproduce them. Plain text of at most 72 columns, as `report` writes.
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::domain::{DriverRules, OutputFormat};
-use crate::report::compare::{Group, compare};
-use crate::report::runs::{kernel_line, machine_line, reproduce_lines, wrap_into};
+use crate::domain::DriverRules;
+use crate::report::compare::{Comparison, Group};
+use crate::report::format::markup::{Markup, Report};
+use crate::report::runs::{kernel_line, machine_line};
 use crate::results::loaded::LoadedRun;
 
 /// At most this many commands to reproduce per side; the rest are counted.
 const MAX_COMMANDS: usize = 6;
 
-pub fn mail(a: &Group, b: &Group, runs_a: &[LoadedRun], runs_b: &[LoadedRun]) -> String {
-    let mut s = compare(a, b, OutputFormat::Text);
-    for (name, g, runs) in [("A", a, runs_a), ("B", b, runs_b)] {
-        let _ = writeln!(s);
-        wrap_into(&mut s, &format!("{name}: {}", g.label), "");
-        side(&mut s, runs);
+/// The mail for an A/B: the comparison, then each side's runs.
+pub struct Mail<'a> {
+    pub a: &'a Group,
+    pub b: &'a Group,
+    pub runs_a: &'a [LoadedRun],
+    pub runs_b: &'a [LoadedRun],
+}
+
+impl Report for Mail<'_> {
+    fn write(&self, m: &mut dyn Markup) {
+        Comparison {
+            a: self.a,
+            b: self.b,
+        }
+        .write(m);
+        for (name, g, runs) in [("A", self.a, self.runs_a), ("B", self.b, self.runs_b)] {
+            m.blank();
+            m.fact(&format!("{name}: {}", g.label));
+            side(m, runs);
+        }
     }
-    s
 }
 
 /// Each distinct value of `f` over the runs, in first-seen order, with how
@@ -41,8 +55,7 @@ fn distinct(runs: &[LoadedRun], f: impl Fn(&LoadedRun) -> String) -> Vec<(String
     seen
 }
 
-fn side(s: &mut String, runs: &[LoadedRun]) {
-    let item = "  ";
+fn side(m: &mut dyn Markup, runs: &[LoadedRun]) {
     let many = |n: usize| {
         if runs.len() > 1 {
             format!(" ({n} of {} runs)", runs.len())
@@ -60,33 +73,29 @@ fn side(s: &mut String, runs: &[LoadedRun]) {
         }),
     ] {
         for (v, n) in distinct(runs, f) {
-            wrap_into(s, &format!("{label}: {v}{}", many(n)), item);
+            m.item(&format!("{label}: {v}{}", many(n)));
         }
     }
-    wrap_into(s, &driver_line(runs), item);
+    m.item(&driver_line(runs));
     let mut verdicts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in runs {
         *verdicts.entry(r.verdict()).or_default() += 1;
     }
     let verdicts: Vec<String> = verdicts.iter().map(|(v, n)| format!("{n} {v}")).collect();
-    wrap_into(s, &format!("verdicts: {}", verdicts.join(", ")), item);
+    m.item(&format!("verdicts: {}", verdicts.join(", ")));
     let commands = distinct(runs, LoadedRun::command);
     for r in commands
         .iter()
         .take(MAX_COMMANDS)
         .filter_map(|(c, _)| runs.iter().find(|r| r.command() == *c))
     {
-        reproduce_lines(s, &r.command_words());
+        m.command(&r.command_words(), &r.command());
     }
     if commands.len() > MAX_COMMANDS {
-        wrap_into(
-            s,
-            &format!(
-                "and {} more commands (run.json)",
-                commands.len() - MAX_COMMANDS
-            ),
-            item,
-        );
+        m.item(&format!(
+            "and {} more commands (run.json)",
+            commands.len() - MAX_COMMANDS
+        ));
     }
 }
 

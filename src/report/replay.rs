@@ -32,6 +32,8 @@ use crate::judge::{
     Anomaly, ClosedWindow, DeliveryTotals, InterruptTotals, JudgeConfig, StreamJudge, StressTotals,
 };
 use crate::records::{HEADER, Row};
+use crate::report::format::markup::{Markup, Report};
+use crate::report::format::text::fit;
 use crate::results::reader::verdict_name;
 use crate::results::schema::Counts;
 use crate::stats::Rate;
@@ -505,6 +507,104 @@ pub fn summary(r: &Replayed) -> String {
         let _ = writeln!(s, "inconclusive: {reason}");
     }
     s
+}
+
+impl DirReplay {
+    /// The verdict said and exited with: a stream that does not give
+    /// run.json's totals cannot vouch for the run (125), whatever it
+    /// shows alone.
+    pub fn outcome(&self) -> (&str, i32) {
+        if self.differences.is_empty() {
+            (self.verdict.as_str(), self.exit_status)
+        } else {
+            ("inconclusive", crate::domain::EXIT_CANNOT_TEST)
+        }
+    }
+}
+
+/// A directory's replay as a report: the judgement, how it compares with
+/// run.json, and the verdict (text is the same in every format but JSON,
+/// wrapped as a terminal's lines are).
+impl Serialize for DirReplay {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (verdict, status) = self.outcome();
+        serde_json::json!({
+            "replayed": self.replayed,
+            "truncated": self.truncated,
+            "differences": self.differences,
+            "run_verdict": self.run_verdict,
+            "stream_verdict": self.verdict,
+            "verdict": verdict,
+            "exit_status": status,
+        })
+        .serialize(s)
+    }
+}
+
+impl Report for DirReplay {
+    fn write(&self, m: &mut dyn Markup) {
+        let (verdict, status) = self.outcome();
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", summary(&self.replayed).trim_end());
+        if let Some(t) = &self.truncated {
+            let _ = writeln!(out, "note: the stream ends early ({t}): judged up to there");
+        }
+        if self.differences.is_empty() {
+            let _ = writeln!(
+                out,
+                "replay: the same totals as run.json (run verdict {}, exit {})",
+                self.run_verdict,
+                self.run_exit_status
+                    .map_or("-".to_string(), |s| s.to_string())
+            );
+        }
+        for (field, run, replayed) in &self.differences {
+            let _ = writeln!(
+                out,
+                "replay differs: {field}: run.json {run}, replay {replayed}"
+            );
+        }
+        if self.differences.is_empty() {
+            let _ = writeln!(out, "verdict: {verdict} (exit {status})");
+        } else {
+            let _ = writeln!(
+                out,
+                "verdict: {verdict} (exit {status}): the stream does not give run.json's totals (the stream alone: {}, exit {})",
+                self.verdict, self.exit_status
+            );
+        }
+        lines(m, &out);
+    }
+}
+
+/// A bare stream's replay: its judgement and verdict; JSON is the
+/// judgement itself.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct StreamReplay {
+    pub replayed: Replayed,
+    #[serde(skip)]
+    pub truncated: Option<String>,
+}
+
+impl Report for StreamReplay {
+    fn write(&self, m: &mut dyn Markup) {
+        let r = &self.replayed;
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", summary(r).trim_end());
+        if let Some(t) = &self.truncated {
+            let _ = writeln!(out, "note: the stream ends early ({t}): judged up to there");
+        }
+        let _ = writeln!(out, "verdict: {} (exit {})", r.verdict, r.exit_status);
+        lines(m, &out);
+    }
+}
+
+/// `out`'s lines fitted to a terminal's width, as they are.
+fn lines(m: &mut dyn Markup, out: &str) {
+    for line in fit(out).lines() {
+        m.line(line);
+    }
 }
 
 #[cfg(test)]

@@ -6,78 +6,14 @@ rates with exact confidence intervals, a histogram of delta/period and the
 first anomalies.
 */
 
-use std::fmt::Write as _;
-
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::domain::OutputFormat;
+use crate::report::answers::answers;
+use crate::report::format::markup::{Markup, Report};
 use crate::results::loaded::LoadedRun;
 use crate::stats::Rate;
-
-pub const WIDTH: usize = 72;
-
-/// `text` with every control character but newline and tab written as
-/// \u00XX, so nothing read from a run.json, anomalies.csv or a --root
-/// tree can move the cursor, retitle the terminal or overwrite a line
-/// (a carriage return) where it is printed. JSON stays valid: serde_json
-/// escapes the ones below 0x20 itself, and \u007f is a JSON escape.
-pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.contains(bad) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if bad(c) {
-            let _ = write!(out, "\\u{:04x}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
-/// "reproduce: <command>", wrapped only between arguments, each line but
-/// the last ending in " \\": copied as it is, it is the command.
-pub(crate) fn reproduce_lines(out: &mut String, argv: &[String]) {
-    let mut line = String::from("reproduce:");
-    for word in argv {
-        if line.len() + 1 + word.len() + 2 > WIDTH && line.contains(' ') {
-            let _ = writeln!(out, "{line} \\");
-            line = String::from("   ");
-        }
-        line.push(' ');
-        line.push_str(word);
-    }
-    let _ = writeln!(out, "{line}");
-}
-
-/// `text` on one line: a newline in it (in a directory's name or a
-/// recorded hostname) written as `\n`. A raw one started a line of its
-/// own that read as another row, or another run. The other control
-/// characters are `escape_controls`'s, on the whole output.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains('\n') {
-        text.replace('\n', "\\n").into()
-    } else {
-        text.into()
-    }
-}
-
-pub fn wrap_into(out: &mut String, text: &str, indent: &str) {
-    // Never at a hyphen: "--inject-drop-every" and "late-signal" are
-    // names; only a word longer than the line is broken.
-    let opts = textwrap::Options::new(WIDTH)
-        .initial_indent(indent)
-        .subsequent_indent("    ")
-        .break_words(true)
-        .word_splitter(textwrap::WordSplitter::NoHyphenation);
-    for line in textwrap::wrap(&printable(text), opts) {
-        let _ = writeln!(out, "{line}");
-    }
-}
 
 pub(crate) fn machine_line(r: &LoadedRun) -> String {
     let fp = |p: &str| r.fingerprint_str(p);
@@ -175,172 +111,26 @@ pub fn delta_period_buckets(h: &Histogram<u64>, period: u64) -> Vec<(String, u64
         .collect()
 }
 
-fn histogram_block(out: &mut String, r: &LoadedRun, fence: bool) {
+/// The histogram of delta/period, bars on a log scale.
+fn histogram_block(m: &mut dyn Markup, r: &LoadedRun) {
     let buckets = delta_period_buckets(&r.deltas, r.period());
     if buckets.is_empty() {
         return;
     }
-    let _ = writeln!(
-        out,
+    let caption = format!(
         "delta/period, {} deltas (bars on a log scale):",
         r.deltas.len()
     );
-    if fence {
-        let _ = writeln!(out, "```");
-    }
     let max = buckets.iter().map(|(_, n)| *n).max().unwrap_or(1) as f64;
     let bar_width = 40.0;
-    for (label, n) in buckets {
-        let len = ((n as f64 + 1.0).ln() / (max + 1.0).ln() * bar_width).ceil() as usize;
-        let _ = writeln!(out, "  {label:>6} |{:<40} {n}", "#".repeat(len.max(1)));
-    }
-    if fence {
-        let _ = writeln!(out, "```");
-    }
-}
-
-pub(super) fn rate_cells(overflows: u64, dropped: u64) -> (String, String) {
-    let rate = Rate::new(dropped, overflows, crate::domain::CONFIDENCE);
-    match (
-        rate.per_million,
-        rate.ci_low_per_million,
-        rate.ci_high_per_million,
-    ) {
-        (Some(pm), Some(lo), Some(hi)) => (format!("{pm:.3}"), format!("{lo:.3}..{hi:.3}")),
-        _ => ("-".into(), "-".into()),
-    }
-}
-
-/// One answer to the questions a report is read for: how many of what,
-/// out of how many, as a rate with its exact interval.
-pub struct Answer {
-    pub label: &'static str,
-    pub events: u64,
-    pub trials: u64,
-    /// What `trials` counts ("overflows", "stops", ...).
-    pub of: &'static str,
-}
-
-/// The two questions maintainers ask of a lost-interrupt report, from a
-/// run's totals: how often overflows are lost (per overflow, and per stop,
-/// where the loss happens), and whether anything looks like a spurious or
-/// duplicate overflow interrupt (sample records that fit no driver
-/// behaviour; signals with no interrupt of their own). Rates come with
-/// exact (Clopper-Pearson) intervals, the drops' and the spurious ones'
-/// alike.
-pub fn answers(t: &crate::results::schema::Counts) -> Vec<Answer> {
-    let mut rows = vec![Answer {
-        label: "dropped per overflow",
-        events: t.dropped_interrupts,
-        trials: t.accounted_overflows,
-        of: "overflows",
-    }];
-    if let Some(x) = &t.stress {
-        rows.push(Answer {
-            label: "dropped per stop",
-            events: t.dropped_interrupts,
-            trials: x.stops,
-            of: "stops",
-        });
-    }
-    // Schema 1 judged no interrupts or deliveries (they read as zero):
-    // rows of nothing are left out, not shown as "0 of 0".
-    rows.extend(
-        [
-            Answer {
-                label: "spurious interrupts",
-                events: t.interrupts.unexplained,
-                trials: t.interrupts.samples,
-                of: "interrupts",
-            },
-            Answer {
-                label: "unmatched signals",
-                events: t.deliveries.unmatched,
-                trials: t.deliveries.signals,
-                of: "signals",
-            },
-        ]
+    let lines: Vec<String> = buckets
         .into_iter()
-        .filter(|a| a.trials > 0),
-    );
-    rows
-}
-
-/// A rate per million in as many digits as it needs: 38781, 5.23, 0.042.
-fn per_million_short(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 1.0 || x == 0.0 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.3}")
-    }
-}
-
-/// "0.00 (0.00..1724)", or "-" without trials.
-fn answer_rate(a: &Answer) -> String {
-    rate_short(a.trials, a.events)
-}
-
-/// `events` per million `trials` with its exact 95% interval, in as many
-/// digits as each needs: "0.00 (0.00..1724)"; "-" without trials.
-pub(super) fn rate_short(trials: u64, events: u64) -> String {
-    let rate = Rate::new(events, trials, crate::domain::CONFIDENCE);
-    match (
-        rate.per_million,
-        rate.ci_low_per_million,
-        rate.ci_high_per_million,
-    ) {
-        (Some(pm), Some(lo), Some(hi)) => format!(
-            "{} ({}..{})",
-            per_million_short(pm),
-            per_million_short(lo),
-            per_million_short(hi)
-        ),
-        _ => "-".to_string(),
-    }
-}
-
-/// The answers as text lines of at most `WIDTH` columns: a heading, one
-/// aligned row each, and what "spurious" and "unmatched" mean.
-pub fn answers_text(out: &mut String, t: &crate::results::schema::Counts) {
-    let _ = writeln!(
-        out,
-        "lost and spurious interrupts, per million (exact 95% interval):"
-    );
-    let rows = answers(t);
-    let counts: Vec<String> = rows
-        .iter()
-        .map(|a| format!("{} of {} {}", a.events, a.trials, a.of))
+        .map(|(label, n)| {
+            let len = ((n as f64 + 1.0).ln() / (max + 1.0).ln() * bar_width).ceil() as usize;
+            format!("  {label:>6} |{:<40} {n}", "#".repeat(len.max(1)))
+        })
         .collect();
-    let count_width = counts.iter().map(String::len).max().unwrap_or(0);
-    for (a, count) in rows.iter().zip(&counts) {
-        let line = format!("{:<21} {count:<count_width$}  {}", a.label, answer_rate(a));
-        wrap_into(out, &line, "  ");
-    }
-    wrap_into(
-        out,
-        "(spurious: sample records no driver behaviour explains, e.g. a second interrupt for one overflow)",
-        "  ",
-    );
-}
-
-/// The answers as a markdown table.
-fn answers_markdown(out: &mut String, t: &crate::results::schema::Counts) {
-    let _ = writeln!(out, "| | count | of | per million | exact 95% CI |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
-    for a in answers(t) {
-        let (pm, ci) = rate_cells(a.trials, a.events);
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} {} | {pm} | {ci} |",
-            a.label, a.events, a.trials, a.of
-        );
-    }
-    let _ = writeln!(
-        out,
-        "\nSpurious: sample records no driver behaviour explains (such as a second interrupt for one overflow); unmatched: signals with no interrupt of their own.\n"
-    );
+    m.chart(&caption, &lines);
 }
 
 /// "2026-12-02T14:58:01Z, 2.2 s, pmustress 0.1.0 (commit 9f32e73c2213)":
@@ -363,80 +153,70 @@ fn provenance_line(r: &LoadedRun) -> String {
     format!("run: {when}{secs}, {tool}")
 }
 
-/// The `pmustress report` text or markdown.
-pub fn report(runs: &[LoadedRun], format: OutputFormat, first_anomalies: usize) -> String {
-    let md = format == OutputFormat::Markdown;
-    let mut s = String::new();
-    for r in runs {
-        title_block(&mut s, r, md);
-        run_facts(&mut s, r, md);
-        outcome_facts(&mut s, r, md);
-        if md {
-            let _ = writeln!(s);
-        }
-        histogram_block(&mut s, r, md);
-        anomalies_block(&mut s, r, md, first_anomalies);
-        let _ = writeln!(s);
-    }
-    s
+/// `pmustress report`: one section per run (its heading and answers,
+/// what was run and how it went, the histogram and the first anomalies);
+/// in JSON, each run's summary.
+pub struct RunsReport<'a> {
+    pub runs: &'a [LoadedRun],
+    /// How many anomalies to list per run.
+    pub first_anomalies: usize,
 }
 
-/// One fact a line: a list item in markdown, where lines of one
-/// paragraph would run together when rendered.
-fn fact(s: &mut String, md: bool, text: &str) {
-    if md {
-        wrap_into(s, text, "- ");
-    } else {
-        wrap_into(s, text, "");
+impl Serialize for RunsReport<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.runs.iter().map(summary))
+    }
+}
+
+impl Report for RunsReport<'_> {
+    fn write(&self, m: &mut dyn Markup) {
+        for r in self.runs {
+            title_block(m, r);
+            run_facts(m, r);
+            outcome_facts(m, r);
+            m.paragraph_end();
+            histogram_block(m, r);
+            anomalies_block(m, r, self.first_anomalies);
+            m.blank();
+        }
     }
 }
 
 /// The run's heading (where, verdict, exit status) and its answers.
-fn title_block(s: &mut String, r: &LoadedRun, md: bool) {
-    let title = format!(
+fn title_block(m: &mut dyn Markup, r: &LoadedRun) {
+    m.heading(&format!(
         "{} (verdict: {}, {})",
         r.dir.display(),
         r.verdict(),
         r.exit_text()
-    );
-    if md {
-        let _ = writeln!(s, "### {}\n", printable(&title));
-    } else {
-        wrap_into(s, &format!("== {title}"), "");
-    }
+    ));
     // What the thread asked first: how often overflows are lost, and
     // whether any interrupt came that should not have.
     if let Some(t) = r.run.totals() {
-        if md {
-            answers_markdown(s, t);
-        } else {
-            answers_text(s, t);
-        }
+        m.answers(&answers(t));
     }
 }
 
 /// What was run, where and how: what kind of run, when and with which
 /// pmustress, the machine, the kernel, pseudo-NMI, the event, and the
 /// command that reproduces it.
-fn run_facts(s: &mut String, r: &LoadedRun, md: bool) {
+fn run_facts(m: &mut dyn Markup, r: &LoadedRun) {
     if r.run.is_self_test() {
-        fact(
-            s,
-            md,
+        m.fact(
             "SELF-TEST: drops were injected on purpose (--inject-drop-every); this run proves the detector, not the machine.",
         );
     }
     if r.run.config().event.software {
-        fact(s, md, "software event: does not test the PMU.");
+        m.fact("software event: does not test the PMU.");
     }
-    fact(s, md, &provenance_line(r));
-    fact(s, md, &format!("machine: {}", machine_line(r)));
-    fact(s, md, &format!("kernel: {}", kernel_line(r)));
+    m.fact(&provenance_line(r));
+    m.fact(&format!("machine: {}", machine_line(r)));
+    m.fact(&format!("kernel: {}", kernel_line(r)));
     let pnmi = r.run.pseudo_nmi();
     let verdict = pnmi.map_or("unknown", |p| p.verdict.as_str());
-    fact(s, md, &format!("pseudo-NMI: {verdict}"));
+    m.fact(&format!("pseudo-NMI: {verdict}"));
     for e in pnmi.iter().flat_map(|p| &p.evidence).take(2) {
-        wrap_into(s, &format!("evidence: {e}"), if md { "  - " } else { "  " });
+        m.detail(&format!("evidence: {e}"));
     }
     let event = &r.run.config().event.description;
     let skid = r.run.config().skid;
@@ -447,44 +227,33 @@ fn run_facts(s: &mut String, r: &LoadedRun, md: bool) {
     } else {
         String::new()
     };
-    fact(
-        s,
-        md,
-        &format!(
-            "event: {event}; period {}, skid {skid}{interrupt_skid}",
-            r.period(),
-        ),
-    );
-    if md {
-        let _ = writeln!(s, "\nreproduce:\n\n```\n{}\n```\n", r.command());
-    } else {
-        reproduce_lines(s, &r.command_words());
-    }
+    m.fact(&format!(
+        "event: {event}; period {}, skid {skid}{interrupt_skid}",
+        r.period(),
+    ));
+    m.command(&r.command_words(), &r.command());
 }
 
 /// How the run went: whether it started and finished, the stress it
 /// applied, its anomaly windows, and every warning and reason it is
 /// inconclusive.
-fn outcome_facts(s: &mut String, r: &LoadedRun, md: bool) {
+fn outcome_facts(m: &mut dyn Markup, r: &LoadedRun) {
     if let Some(cause) = &r.run.setup_failure() {
-        fact(s, md, &format!("the run could not start: {cause}"));
+        m.fact(&format!("the run could not start: {cause}"));
     } else if !r.run.finished() {
-        fact(
-            s,
-            md,
+        m.fact(
             "the run did not finish (killed, or still running): no totals and no verdict; anomalies.csv and the histogram logs hold what it saw",
         );
     }
     if let Some(x) = r.run.results().and_then(|x| x.stress.as_ref())
         && let Some(t) = r.run.totals().and_then(|t| t.stress.as_ref())
     {
-        fact(s, md, &format!("stress: {}", x.describe(t)));
+        m.fact(&format!("stress: {}", x.describe(t)));
         if r.dropped() == 0 {
-            fact(
-                s,
-                md,
-                &format!("sensitivity: no drop in {}", x.sensitivity_words()),
-            );
+            m.fact(&format!(
+                "sensitivity: no drop in {}",
+                x.sensitivity_words()
+            ));
         }
     }
     if let Some(t) = r.run.totals().as_ref().filter(|t| !t.anomalies.is_empty()) {
@@ -493,7 +262,7 @@ fn outcome_facts(s: &mut String, r: &LoadedRun, md: bool) {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        fact(s, md, &format!("anomaly windows: {}", list.join(", ")));
+        m.fact(&format!("anomaly windows: {}", list.join(", ")));
     }
     let warnings = r.run.warnings().iter().map(ToString::to_string);
     let reasons = r.run.inconclusive_because().iter().map(ToString::to_string);
@@ -501,24 +270,21 @@ fn outcome_facts(s: &mut String, r: &LoadedRun, md: bool) {
         .chain(reasons)
         .chain(r.anomalies_note.iter().cloned())
     {
-        fact(s, md, &format!("note: {w}"));
+        m.fact(&format!("note: {w}"));
     }
 }
 
 /// The first `first_anomalies` anomalies, one line each.
-fn anomalies_block(s: &mut String, r: &LoadedRun, md: bool, first_anomalies: usize) {
+fn anomalies_block(m: &mut dyn Markup, r: &LoadedRun, first_anomalies: usize) {
     if r.anomalies.is_empty() || first_anomalies == 0 {
         return;
     }
-    let _ = writeln!(
-        s,
+    m.line(&format!(
         "first {} of {} anomalies:",
         first_anomalies.min(r.anomalies.len()),
         r.anomaly_count
-    );
-    if md {
-        let _ = writeln!(s);
-    }
+    ));
+    m.paragraph_end();
     for a in r.anomalies.iter().take(first_anomalies) {
         let since = a
             .ns_since_migration
@@ -534,11 +300,10 @@ fn anomalies_block(s: &mut String, r: &LoadedRun, md: bool, first_anomalies: usi
         } else {
             format!(", {cpus}")
         };
-        let line = format!(
+        m.item(&format!(
             "worker {} #{}: delta {} {} ({} missed){cpus}{since}{gap}",
             a.worker, a.signal_seq, a.delta, a.kind, a.overflows_missed,
-        );
-        wrap_into(s, &line, if md { "- " } else { "  " });
+        ));
     }
 }
 
@@ -606,40 +371,6 @@ mod tests {
                 ("2.00".to_string(), 7),
                 (">=4.00".to_string(), 1)
             ]
-        );
-    }
-
-    #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(escape_controls("a\tb\nc"), "a\tb\nc");
-        assert_eq!(
-            escape_controls("\u{1b}]0;x\u{7}\r\u{7f}\u{9b}"),
-            "\\u001b]0;x\\u0007\\u000d\\u007f\\u009b"
-        );
-    }
-
-    #[test]
-    fn reproduce_wraps_between_words_only() {
-        let long = format!("results/{}", "x".repeat(80));
-        let argv: Vec<String> = [
-            "pmustress",
-            "run",
-            "--event",
-            "task-clock",
-            "--duration",
-            "10s",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([String::from("--out"), long.clone(), String::from("--raw")])
-        .collect();
-        let mut text = String::new();
-        reproduce_lines(&mut text, &argv);
-        assert_eq!(
-            text,
-            format!(
-                "reproduce: pmustress run --event task-clock --duration 10s --out \\\n    {long} \\\n    --raw\n"
-            )
         );
     }
 }
