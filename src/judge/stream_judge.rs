@@ -313,7 +313,7 @@ impl StreamJudge {
         let (v, wrapped) = self.unwrap.count(*count);
         *count = v;
         if wrapped {
-            self.interrupts.count_wrap(time_ns, cpu);
+            self.interrupts.count_wrap(time_ns, cpu, v);
         }
         o
     }

@@ -15,7 +15,9 @@ impl InterruptJudge {
     /// its next re-arm re-based: at the restart after the stop whose update
     /// wrapped, or in the next interrupt. Either way the grid is lost until
     /// the next sample anchors it; nothing is lost by the wrap itself.
-    pub fn count_wrap(&mut self, time_ns: u64, cpu: u32) {
+    /// `count`: the record's count with the jump taken out, read after any
+    /// stop before it.
+    pub fn count_wrap(&mut self, time_ns: u64, cpu: u32, count: u64) {
         self.totals.count_wraps += 1;
         self.grid_uncertain = true;
         self.read_since_sample = None;
@@ -27,7 +29,7 @@ impl InterruptJudge {
         // An overflow pending at a stop before the wrap: lost there, or
         // taken before it (what the hypotheses disagree on is ambiguous).
         let pending = std::mem::take(&mut self.hyps);
-        let hyps = self.resolve_pending_stops(pending, u64::MAX, |_| time_ns);
+        let hyps = self.resolve_pending_stops(pending, count, |_| time_ns);
         let t = combine(hyps.into_iter().map(|h| h.tally).collect());
         self.commit(t);
         self.hyps = vec![Hypothesis {

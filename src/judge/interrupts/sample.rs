@@ -55,7 +55,8 @@ impl InterruptJudge {
         while k < work.len() {
             let mut h = work[k].clone();
             k += 1;
-            if let Some(lost) = self.pending_at_sample(&mut h, count, event) {
+            let (lost, taken_at) = self.pending_at_sample(&mut h, count, event);
+            if let Some(lost) = lost {
                 work.push(lost);
             }
             if count < h.due.lo {
@@ -65,7 +66,16 @@ impl InterruptJudge {
                     None => continue,
                 }
             }
-            self.claim_sample(h, count, injected, event, &mut next);
+            match taken_at {
+                None => self.claim_sample(h, count, injected, event, &mut next),
+                Some(stop) => {
+                    let mut claimed = Vec::new();
+                    self.claim_sample(h, count, injected, event, &mut claimed);
+                    for c in claimed {
+                        Self::pending_again(c, stop, &mut next);
+                    }
+                }
+            }
         }
         // The overflow NMI ran inside or right after a task-context read of
         // the count (this sample is at or below that read's count), where it
@@ -116,8 +126,10 @@ impl InterruptJudge {
         h: &mut Hypothesis,
         count: u64,
         event: impl Fn(InterruptEventKind, Option<u64>) -> InterruptEvent,
-    ) -> Option<Hypothesis> {
-        let (stop_lo, stop_hi) = h.pending_stop.take()?;
+    ) -> (Option<Hypothesis>, Option<(u64, u64)>) {
+        let Some((stop_lo, stop_hi)) = h.pending_stop.take() else {
+            return (None, None);
+        };
         let p = self.cfg.period;
         // Lost at the stop, this interrupt came after the restart:
         // the stop was at or below its count.
@@ -127,18 +139,47 @@ impl InterruptJudge {
             kind: StopKind::Switch,
         };
         let masked = self.cfg.irq_masked_at_stops;
+        // A sample below the witness's read ran inside the stop path (the
+        // NMI's record nested in the witness's): taken there, the stop
+        // itself still to come, at or above the read. (One at or above
+        // the read says nothing of where the stop was: followed as before,
+        // the next due point pending there too multiplied the ambiguity
+        // of every kernel-mode run by up to 7 against the oracle.)
+        let taken_at = (count < stop_lo).then_some((stop_lo, stop_hi));
         match pending_at_stop(h.due, stop_lo, stop_hi, count, masked) {
             AtStop::Lost => {
                 lose_at_stop(h, p, stop, event(InterruptEventKind::Dropped, None));
-                None
+                (None, None)
             }
             AtStop::TakenOrLost => {
                 let mut lost = h.clone();
                 lose_at_stop(&mut lost, p, stop, event(InterruptEventKind::Dropped, None));
-                Some(lost)
+                (Some(lost), taken_at)
             }
-            AtStop::Taken => None,
+            AtStop::Taken => (None, taken_at),
         }
+    }
+
+    /// After an interrupt taken before a stop finished: the handler's
+    /// re-arm put the next due point in `h.due`, and the stop, still to
+    /// come at [`lo`, `hi`] (counting kernel mode the count moves on
+    /// through the stop path, and an NMI can run anywhere in it), may find
+    /// that one pending too. Lost there or not: both are followed, as at
+    /// any stop (`stop_at`), and the next record's count decides.
+    fn pending_again(h: Hypothesis, (lo, hi): (u64, u64), out: &mut Vec<Hypothesis>) {
+        if h.due.unknown() || h.due.lo > hi {
+            out.push(h);
+            return;
+        }
+        let mut h = h;
+        if h.due.hi > lo {
+            let mut not_pending = h.clone();
+            not_pending.due.lo = not_pending.due.lo.max(lo + 1);
+            out.push(not_pending);
+            h.due.hi = h.due.hi.min(hi);
+        }
+        h.pending_stop = Some((lo.max(h.due.lo), hi));
+        out.push(h);
     }
 
     /// Books the interrupt at `count` under `h` (its due point at or below

@@ -139,6 +139,12 @@ impl InterruptJudge {
         let mut out = Vec::with_capacity(hyps.len() * 2);
         for mut h in hyps {
             if let Some((lo, hi)) = h.pending_stop.take() {
+                if h.due.lo > hi.min(seen) {
+                    // The stop came before its due point: nothing was
+                    // pending there.
+                    out.push(h);
+                    continue;
+                }
                 let mut lost = h.clone();
                 let stop = Stop {
                     lo,
