@@ -14,6 +14,15 @@ pure function of it, so a replay gives exactly the run's totals.
 One row per observation: `worker,kind,time_ns,cpu,value,si_code`, where
 `value` is the count (sample, stop, final), the read value (signal), the
 target CPU (move), the number of records (lost) or the errno (a failed read).
+
+The rows are written and read here (`Display`, `FromStr`), not by the `csv`
+crate that writes the other tables: every field is a number or a fixed word,
+so there is nothing to quote, and the two ends need what csv's reader and
+writer keep to themselves. The run writes rows into a buffer allocated once
+(`results::writer`'s gzip members), formatting a few integers with no
+allocation per row. `pmustress replay` reads line by line, to refuse an
+overlong line before buffering it, to name the line of a bad row, and to
+tell a partial last gzip member (a killed run) from a bad row.
 */
 
 use std::fmt;
@@ -173,7 +182,7 @@ impl fmt::Display for Row {
     /// fixed word, so nothing needs quoting.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let w = self.worker;
-        let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let opt = Opt;
         match self.observation {
             Observation::Sample {
                 time_ns,
@@ -237,6 +246,19 @@ impl fmt::Display for Row {
                 write!(f, "{w},final,{time_ns},,{},", opt(count))
             }
             Observation::Wakeup { time_ns } => write!(f, "{w},wakeup,{time_ns},,,"),
+        }
+    }
+}
+
+/// An optional number as its field: empty for None. (Formatted in place: a
+/// row allocates nothing.)
+struct Opt(Option<u64>);
+
+impl fmt::Display for Opt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v}"),
+            None => Ok(()),
         }
     }
 }
