@@ -1123,6 +1123,15 @@ fn model_times_increase() {
     }
 }
 
+/// Free mode at a period of 50,000, pseudo-NMI on, kernel mode counted:
+/// the setting of the recorded streams below.
+fn pnmi_kernel_mode() -> ModelConfig {
+    let mut cfg = ModelConfig::new(50_000, RearmMode::Free, 0);
+    cfg.pnmi = true;
+    cfg.include_kernel = true;
+    cfg
+}
+
 /// The count wrap recorded under QEMU with pseudo-NMI (smp4-pnmi,
 /// w2-roundrobin-free-50k-k, worker 0, at 123,984,379; the driver re-based
 /// at 3 restarts and lost nothing), shifted to start at 0: the switch
@@ -1135,9 +1144,7 @@ fn model_times_increase() {
 #[test]
 fn a_count_wrap_at_a_stop_is_taken_out_and_anchors_the_grid() {
     const WRAP: u64 = 1 << 32;
-    let mut cfg = ModelConfig::new(50_000, RearmMode::Free, 0);
-    cfg.pnmi = true;
-    cfg.include_kernel = true;
+    let mut cfg = pnmi_kernel_mode();
     cfg.stop_slack = 2_500;
     let v = judge_stream(
         &cfg,
@@ -1188,9 +1195,7 @@ fn a_count_wrap_at_a_stop_is_taken_out_and_anchors_the_grid() {
 /// and 300,500 then fit nothing: unexplained, where one loss is certain.
 #[test]
 fn a_stop_that_took_one_interrupt_can_lose_the_next() {
-    let mut cfg = ModelConfig::new(50_000, RearmMode::Free, 0);
-    cfg.pnmi = true;
-    cfg.include_kernel = true;
+    let cfg = pnmi_kernel_mode();
     let v = judge_stream(
         &cfg,
         vec![
@@ -1228,9 +1233,7 @@ fn a_stop_that_took_one_interrupt_can_lose_the_next() {
 #[test]
 fn a_stop_before_a_wrap_loses_nothing_due_after_it() {
     const WRAP: u64 = 1 << 32;
-    let mut cfg = ModelConfig::new(50_000, RearmMode::Free, 0);
-    cfg.pnmi = true;
-    cfg.include_kernel = true;
+    let cfg = pnmi_kernel_mode();
     let v = judge_stream(
         &cfg,
         vec![

@@ -321,6 +321,12 @@ mod tests {
         assert_eq!(out, recs);
     }
 
+    fn wakeups(out: &[Observation]) -> Vec<&Observation> {
+        out.iter()
+            .filter(|o| matches!(o, Observation::Wakeup { .. }))
+            .collect()
+    }
+
     /// perf_output_begin wakes the reader each time a record's end passes
     /// another half ring: after a sample that is its own wakeup, after a
     /// throttle record it is a signal with no interrupt.
@@ -371,10 +377,7 @@ mod tests {
         let mut ring = RingState::new(2 * (first_start_end - 3) as usize);
         let mut out = Vec::new();
         assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), 0);
-        let wakeups: Vec<_> = out
-            .iter()
-            .filter(|o| matches!(o, Observation::Wakeup { .. }))
-            .collect();
+        let wakeups = wakeups(&out);
         assert_eq!(wakeups, [&Observation::Wakeup { time_ns: 5 }]);
         // A switch witness's samples (wakeup_events 0) do not count.
         let witness = |t| Observation::Stop {
@@ -403,10 +406,7 @@ mod tests {
         let mut ring = RingState::new(5 * size);
         let mut out = Vec::new();
         assert_eq!(parse(&bytes, &IDS, &mut ring, &mut out), 0);
-        let wakeups: Vec<_> = out
-            .iter()
-            .filter(|o| matches!(o, Observation::Wakeup { .. }))
-            .collect();
+        let wakeups = wakeups(&out);
         assert_eq!(wakeups, [&Observation::Wakeup { time_ns: 3 }]);
         assert_eq!(out.len(), recs.len() + 1);
     }

@@ -188,3 +188,23 @@ pub(super) fn lose_at_stop(h: &mut Hypothesis, p: u64, stop: Stop, event: Interr
     h.tally.rebased_at_restart += u64::from(restart.rebased);
     h.due = restart.due;
 }
+
+/// `h` at a stop in [`lo`, `hi`] that its due point may have reached (at
+/// or below `hi`): the explanation where the due point lay past the stop's
+/// count goes to `out`, where there is one, and `h` keeps the due points
+/// the stop reached. Returns the lowest count at which it was pending.
+pub(super) fn split_at_stop(
+    h: &mut Hypothesis,
+    lo: u64,
+    hi: u64,
+    out: &mut Vec<Hypothesis>,
+) -> u64 {
+    if h.due.hi > lo {
+        // Pending only if the due point was below the stop's count.
+        let mut not_pending = h.clone();
+        not_pending.due.lo = not_pending.due.lo.max(lo + 1);
+        out.push(not_pending);
+        h.due.hi = h.due.hi.min(hi);
+    }
+    lo.max(h.due.lo)
+}

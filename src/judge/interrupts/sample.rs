@@ -6,7 +6,7 @@ period or more late (the driver re-based), or impossible (refuted).
 use super::InterruptJudge;
 use super::drivers::{Stop, StopKind};
 use super::due::Due;
-use super::hypotheses::{Hypothesis, Tally, combine, lose_at_stop};
+use super::hypotheses::{Hypothesis, Tally, combine, lose_at_stop, split_at_stop};
 use super::rules::{
     AtStop, Class, Handled, pending_at_stop, rearm_after_raced_read, rearm_in_handler,
 };
@@ -172,13 +172,8 @@ impl InterruptJudge {
             return;
         }
         let mut h = h;
-        if h.due.hi > lo {
-            let mut not_pending = h.clone();
-            not_pending.due.lo = not_pending.due.lo.max(lo + 1);
-            out.push(not_pending);
-            h.due.hi = h.due.hi.min(hi);
-        }
-        h.pending_stop = Some((lo.max(h.due.lo), hi));
+        let from = split_at_stop(&mut h, lo, hi, out);
+        h.pending_stop = Some((from, hi));
         out.push(h);
     }
 

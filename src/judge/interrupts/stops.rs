@@ -7,7 +7,7 @@ DISABLE.
 
 use super::InterruptJudge;
 use super::drivers::{Drivers, Stop, StopKind};
-use super::hypotheses::{Hypothesis, lose_at_stop};
+use super::hypotheses::{Hypothesis, lose_at_stop, split_at_stop};
 use super::totals::{InterruptEvent, InterruptEventKind};
 
 impl InterruptJudge {
@@ -122,18 +122,11 @@ impl InterruptJudge {
                 }
                 h.drivers = Drivers::STOCK;
             }
-            if h.due.hi > stop.lo {
-                // Pending only if the due point was below the stop's count.
-                let mut not_pending = h.clone();
-                not_pending.due.lo = not_pending.due.lo.max(stop.lo + 1);
-                next.push(not_pending);
-                h.due.hi = h.due.hi.min(stop.hi);
-            }
             // Pending at the stop. Lost, unless its interrupt comes before
             // the stop clears it: the next sample says (a final stop has no
             // next sample, and a PERIOD's is counted from 0 again).
             let at = Stop {
-                lo: stop.lo.max(h.due.lo),
+                lo: split_at_stop(&mut h, stop.lo, stop.hi, &mut next),
                 ..stop
             };
             if stop.kind == StopKind::Switch {
