@@ -18,6 +18,7 @@ use crate::config::RunConfig;
 use crate::config::event;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat, SwitchWitness};
 use crate::engine::kernel::{self, Kernel};
+use crate::engine::limits;
 use crate::engine::run::{self, RunRecord};
 use crate::fingerprint::Fingerprint;
 use crate::judge::{Anomaly, ClosedWindow};
@@ -490,26 +491,13 @@ fn validate(
     {
         return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
     }
-    let fds = crate::engine::sigqueue::fds_needed(cfg.workers);
-    if let Some(why) = crate::engine::kernel::process::raise_fd_limit(fds)
-        .and_then(|(soft, _)| crate::engine::sigqueue::fd_refusal(soft, cfg.workers))
-    {
-        return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
-    }
-    if let Some(why) =
-        kernel::mem_available().and_then(|available| run::memory_refusal(available, cfg.workers))
-    {
-        return Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why));
-    }
-    match crate::engine::sigqueue::check_live(cfg.workers) {
-        crate::engine::sigqueue::Check::Refuse(msg) => {
-            Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &msg))
-        }
-        crate::engine::sigqueue::Check::Warn(msg) => {
+    match limits::check_live(cfg.workers) {
+        limits::Check::Refuse(why) => Err(refuse(Some(Box::new(cfg)), argv, fingerprint, &why)),
+        limits::Check::Warn(msg) => {
             errln!("warning: {msg}");
             Ok((cfg, Some(msg)))
         }
-        crate::engine::sigqueue::Check::Ok => Ok((cfg, None)),
+        limits::Check::Ok => Ok((cfg, None)),
     }
 }
 

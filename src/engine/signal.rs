@@ -33,7 +33,6 @@ use crate::engine::ring::Ring;
 pub const MAX_FD: usize = 8192;
 /// The most workers one run may have.
 pub const MAX_WORKERS: usize = 1024;
-const _: () = assert!(crate::engine::sigqueue::fds_needed(MAX_WORKERS) <= MAX_FD as u64);
 /// `at_stop` in a packed record: none (no count is ever this high).
 const NO_COUNT: u64 = u64::MAX;
 

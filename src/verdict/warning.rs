@@ -85,7 +85,7 @@ pub enum Warning {
     },
     /// The realtime signal queue (`ulimit -i`) had room for every worker
     /// but not for the worst case: the check's words
-    /// (`engine::sigqueue`).
+    /// (`engine::limits`).
     SignalQueueTight(String),
     /// Read back from run.json: the words as written.
     AsWritten(String),

@@ -328,29 +328,6 @@ pub const fn resident_bytes_per_worker() -> u64 {
         + 3 * QUEUE_FLOOR * observation) as u64
 }
 
-/// Why `workers` cannot start with `available` bytes of memory free
-/// (MemAvailable): what they make resident before the run starts does
-/// not fit, and how many would. Found before any worker starts, where
-/// the kernel's OOM killer would end the run with run.json incomplete.
-pub fn memory_refusal(available: u64, workers: usize) -> Option<String> {
-    let each = resident_bytes_per_worker();
-    let needed = each.saturating_mul(workers as u64);
-    (needed > available).then(|| {
-        let fit = available / each;
-        let fewer = if fit > 0 {
-            format!(": use --workers {fit} or fewer")
-        } else {
-            String::new()
-        };
-        format!(
-            "out of memory: {workers} workers make {} MiB resident before the run starts ({} KiB each: their signal and move rings and queues) and MemAvailable is {} MiB{fewer}",
-            needed >> 20,
-            each >> 10,
-            available >> 20
-        )
-    })
-}
-
 /// Room for the sample ring's bytes of one pass: in steady state a pass
 /// drains a few kB, after a hold-up up to the whole ring (512 KiB).
 const RING_BYTES_FLOOR: usize = 64 << 10;

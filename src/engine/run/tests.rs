@@ -1161,21 +1161,3 @@ fn short_files_keep_a_drop_but_not_a_pass() {
         ((Verdict::SelfTestFailed, 1), (Verdict::SelfTestFailed, 1))
     );
 }
-
-/// Workers whose rings and queues cannot be made resident are refused
-/// before any starts, with how many fit; a run that fits is not.
-#[test]
-fn workers_that_cannot_be_resident_are_refused_with_what_fits() {
-    let each = resident_bytes_per_worker();
-    // The signal ring (512 KiB) and the move ring (1.5 MiB) alone.
-    assert!(each > 2 << 20, "{each}");
-    assert_eq!(memory_refusal(1024 * each, 1024), None);
-    let why = memory_refusal(100 * each + 1, 1024).unwrap();
-    assert!(
-        why.starts_with("out of memory: 1024 workers make "),
-        "{why}"
-    );
-    assert!(why.ends_with(": use --workers 100 or fewer"), "{why}");
-    let why = memory_refusal(each - 1, 1).unwrap();
-    assert!(!why.contains("--workers"), "{why}");
-}

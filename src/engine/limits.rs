@@ -1,5 +1,8 @@
 /*!
-The realtime signal queue a run needs, checked before measuring.
+What a run of N workers needs of this process's limits, checked before any
+worker starts (`check_live`): the realtime signal queue, file descriptors
+and memory. A run that would fail at a limit part-way, with run.json
+incomplete, is refused with the numbers and what fits.
 
 Every overflow queues one realtime signal to its worker. The kernel counts
 it against RLIMIT_SIGPENDING (`ulimit -i`) together with every signal queued
@@ -10,11 +13,14 @@ instead; the run survives that and judges those windows
 single signal measures nothing, and a tight queue turns a run into mostly
 SIGIO.
 
-The file descriptors the workers need are checked here too, against
-RLIMIT_NOFILE: a run that would run out of them is refused before any
-worker takes its memory.
+The descriptors the workers need are checked against RLIMIT_NOFILE (raised
+to its hard limit first), and the memory they make resident against
+MemAvailable, where the kernel's OOM killer would end the run.
 */
 
+use crate::engine::kernel::{mem_available, process::raise_fd_limit};
+use crate::engine::run::resident_bytes_per_worker;
+use crate::engine::signal::{MAX_FD, MAX_WORKERS};
 use crate::fingerprint::{SigQ, parse_sigq, status_field};
 
 /// Realtime signals one worker may have queued at once in the worst case
@@ -64,10 +70,17 @@ pub fn check(sigq: SigQ, workers: usize) -> Check {
     }
 }
 
-/// The check for this process, from /proc/self/status; `Ok` when SigQ
-/// cannot be read (the kernel will still fall back to SIGIO, which is
-/// handled).
+/// Every limit for this process and `workers`: descriptors (RLIMIT_NOFILE
+/// raised as far as the run needs first), memory, then the signal queue
+/// (from /proc/self/status; `Ok` when SigQ cannot be read: the kernel will
+/// still fall back to SIGIO, which is handled).
 pub fn check_live(workers: usize) -> Check {
+    let refusal = raise_fd_limit(fds_needed(workers))
+        .and_then(|(soft, _)| fd_refusal(soft, workers))
+        .or_else(|| mem_available().and_then(|available| memory_refusal(available, workers)));
+    if let Some(why) = refusal {
+        return Check::Refuse(why);
+    }
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| status_field(&s, "SigQ").and_then(parse_sigq))
@@ -89,6 +102,8 @@ pub const fn fds_needed(workers: usize) -> u64 {
         .saturating_mul(FDS_PER_WORKER)
         .saturating_add(FDS_BESIDE_WORKERS)
 }
+// The signal handler's table, indexed by fd, holds the most workers'.
+const _: () = assert!(fds_needed(MAX_WORKERS) <= MAX_FD as u64);
 
 /// Why a run of `workers` cannot start under an RLIMIT_NOFILE of `limit`
 /// (already raised as far as its hard limit allows): found before any
@@ -110,6 +125,29 @@ pub fn fd_refusal(limit: u64, workers: usize) -> Option<String> {
     })
 }
 
+/// Why `workers` cannot start with `available` bytes of memory free
+/// (MemAvailable): what they make resident before the run starts does
+/// not fit, and how many would. Found before any worker starts, where
+/// the kernel's OOM killer would end the run with run.json incomplete.
+pub fn memory_refusal(available: u64, workers: usize) -> Option<String> {
+    let each = resident_bytes_per_worker();
+    let needed = each.saturating_mul(workers as u64);
+    (needed > available).then(|| {
+        let fit = available / each;
+        let fewer = if fit > 0 {
+            format!(": use --workers {fit} or fewer")
+        } else {
+            String::new()
+        };
+        format!(
+            "out of memory: {workers} workers make {} MiB resident before the run starts ({} KiB each: their signal and move rings and queues) and MemAvailable is {} MiB{fewer}",
+            needed >> 20,
+            each >> 10,
+            available >> 20
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -120,6 +158,24 @@ mod tests {
         assert!(why.contains("1024 workers need 4128"), "{why}");
         assert!(why.contains("--workers 1016"), "{why}");
         let why = super::fd_refusal(10, 1).unwrap();
+        assert!(!why.contains("--workers"), "{why}");
+    }
+
+    /// Workers whose rings and queues cannot be made resident are refused
+    /// before any starts, with how many fit; a run that fits is not.
+    #[test]
+    fn workers_that_cannot_be_resident_are_refused_with_what_fits() {
+        let each = resident_bytes_per_worker();
+        // The signal ring (512 KiB) and the move ring (1.5 MiB) alone.
+        assert!(each > 2 << 20, "{each}");
+        assert_eq!(memory_refusal(1024 * each, 1024), None);
+        let why = memory_refusal(100 * each + 1, 1024).unwrap();
+        assert!(
+            why.starts_with("out of memory: 1024 workers make "),
+            "{why}"
+        );
+        assert!(why.ends_with(": use --workers 100 or fewer"), "{why}");
+        let why = memory_refusal(each - 1, 1).unwrap();
         assert!(!why.contains("--workers"), "{why}");
     }
 
