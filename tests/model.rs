@@ -1227,6 +1227,91 @@ fn a_stop_that_took_one_interrupt_can_lose_the_next() {
     );
 }
 
+/// Recorded on the oracle kernel with pseudo-NMI, zero skid, kernel mode
+/// counted (smp4-pnmi, w2-roundrobin-free-50k-k, worker 0): the grid at
+/// 8,111; the stop's witness reads 47,572,632, past the next due point
+/// (47,558,111), and the sample after it reads 47,523,103, below it: the
+/// NMI for 47,508,111 ran inside that read's update. The oracle lost
+/// nothing in the whole run, and the grid goes on (47,658,111). Booking
+/// 47,558,111 lost at that stop, as a sample nested in a stop path allows
+/// where the next due point lies above the read, was one drop more than
+/// the oracle allowed; here the records cannot place it (unexplained),
+/// never a drop.
+#[test]
+fn an_interrupt_below_a_stop_read_past_the_next_due_point_is_never_a_drop() {
+    let cfg = pnmi_kernel_mode();
+    let rows: &[(&str, u64, u32, u64)] = &[
+        ("sample", 3667586128, 0, 47308111),
+        ("stop", 3667588816, 0, 47310431),
+        ("resume", 3667604528, 1, 47311822),
+        ("signal", 3667607568, 1, 47315127),
+        ("sample", 3667651984, 1, 47358111),
+        ("signal", 3667656544, 1, 47362541),
+        ("stop", 3667694320, 1, 47400077),
+        ("sample", 3667722560, 2, 47408065),
+        ("resume", 3667724096, 2, 47409230),
+        ("signal", 3667728608, 2, 47413991),
+        ("sample", 3667774160, 2, 47458111),
+        ("stop", 3667824064, 2, 47572632),
+        ("sample", 3667890704, 2, 47523103),
+        ("resume", 3668032528, 3, 47595610),
+        ("signal", 3668033792, 3, 47597118),
+        ("signal", 3668038304, 3, 47601641),
+        ("sample", 3668052256, 3, 47614158),
+        ("stop", 3668055360, 3, 47616919),
+        ("signal", 3668145616, 3, 47620269),
+        ("sample", 3668184896, 3, 47658111),
+        ("signal", 3668189424, 3, 47662541),
+        ("stop", 3668224992, 3, 47697864),
+        ("sample", 3668250624, 3, 47708054),
+        ("stop", 3668277616, 3, 47734712),
+        ("resume", 3668349424, 0, 47736103),
+        ("sample", 3668404016, 0, 47789518),
+        ("sample", 3668438432, 0, 47822377),
+        ("signal", 3668440976, 0, 47825028),
+        ("signal", 3668461504, 0, 47845543),
+        ("sample", 3668475504, 0, 47858111),
+        ("signal", 3668480048, 0, 47862541),
+        ("sample", 3668527056, 0, 47908111),
+        ("signal", 3668536976, 0, 47917921),
+    ];
+    let mut stream: Vec<Observation> = rows
+        .iter()
+        .map(|&(kind, time_ns, cpu, count)| match kind {
+            "sample" => Observation::Sample {
+                time_ns,
+                cpu,
+                count,
+            },
+            "stop" => Observation::Stop {
+                time_ns,
+                cpu,
+                count: Some(count),
+            },
+            "resume" => Observation::Resume {
+                time_ns,
+                cpu,
+                count,
+            },
+            "signal" => Observation::Signal {
+                time_ns,
+                cpu,
+                value: count,
+                si_code: 1,
+                delivery: pmustress::judge::Delivery::Overflow,
+            },
+            other => panic!("{other}"),
+        })
+        .collect();
+    stream.push(Observation::Final {
+        time_ns: 3_668_600_000,
+        count: Some(47_930_000),
+    });
+    let v = judge_stream(&cfg, stream);
+    let i = &v.interrupts;
+    assert_eq!((i.dropped, i.unexplained), (0, 2), "{i:?}");
+}
+
 /// A stop before a count wrap cannot have lost an overflow due past the
 /// count of the record that showed the wrap (with the jump taken out):
 /// the stop came before that record.
