@@ -19,6 +19,23 @@ use serde::{Deserialize, Serialize};
 /// `tool` in the incomplete stage too.
 pub const RUN_SCHEMA_VERSION: u32 = 3;
 
+/// The interrupt skid of a run's event, measured before the run as
+/// `pmustress check`'s skid probe measures it: `overflows` overflows every
+/// `period` events on the calling thread, counted in user mode only, so
+/// that no interrupt waits on the kernel's masking; how far past its
+/// overflow each interrupt came (p50, p99, max), and how many overflows
+/// never interrupted (`missed`: a stop cleared them, or the PMU lost them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkidMeasure {
+    pub overflows: u64,
+    pub period: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+    pub missed: u64,
+    pub throttles: u64,
+}
+
 /// Exit statuses, for `git bisect run` among others.
 pub const EXIT_CLEAN: i32 = 0;
 pub const EXIT_DROPPED: i32 = 1;

@@ -18,7 +18,7 @@ use pmustress::cli::Cli;
 use pmustress::cli::Command;
 use pmustress::cli::commands::{dispatch, emit};
 use pmustress::domain::{EXIT_CANNOT_TEST, EXIT_USAGE};
-use pmustress::engine::kernel::{Real, process};
+use pmustress::engine::kernel::{Kernel, Real, process};
 
 // A failed allocation is one line and 125 (run.json says why), never an
 // abort with a backtrace (`process`).
@@ -95,17 +95,22 @@ fn dispatch_on_its_kernel(command: Command) -> i32 {
     #[cfg(feature = "testkit")]
     {
         use pmustress::testkit::TestKernel;
-        use pmustress::testkit::fake_pmu::FakePmu;
-        if let Command::Check(args) = &command
-            && let Some(pmu) = FakePmu::from_env()
-        {
-            return pmustress::cli::check::check_command(args, &pmu);
-        }
         match TestKernel::from_env() {
-            Some(TestKernel::Scripted(fake)) => return dispatch(command, &fake),
-            Some(TestKernel::StalledWorker(stalled)) => return dispatch(command, &stalled),
+            Some(TestKernel::Scripted(fake)) => return on_its_pmu(command, &fake),
+            Some(TestKernel::StalledWorker(stalled)) => return on_its_pmu(command, &stalled),
             None => {}
         }
     }
-    dispatch(command, &Real)
+    on_its_pmu(command, &Real)
+}
+
+/// `command` on `machine` with the PMU its probes use (`check`'s battery,
+/// and `run`'s interrupt skid): the machine's, or in a test build the fake
+/// one a test asks for.
+fn on_its_pmu<K: Kernel>(command: Command, machine: &K) -> i32 {
+    #[cfg(feature = "testkit")]
+    if let Some(pmu) = pmustress::testkit::fake_pmu::FakePmu::from_env() {
+        return dispatch(command, machine, &pmu);
+    }
+    dispatch(command, machine, &Real)
 }

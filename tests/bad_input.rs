@@ -152,6 +152,11 @@ const BAD: &[(&[&str], &str)] = &[
     // cannot count: still 2, found before any event is looked up.
     (&["--baseline", "/nonexistent"], "--baseline"),
     (&["--period", "1000", "--skid", "1000"], "--skid"),
+    (
+        &["--period", "1000", "--interrupt-skid", "1000"],
+        "--interrupt-skid",
+    ),
+    (&["--interrupt-skid", "-1"], "--interrupt-skid"),
     // A rate no run could bound (more than 2^64 overflows needed).
     (&["--bad-rate", "1e-300"], "--bad-rate"),
     // Conflicting flags.

@@ -13,6 +13,7 @@ mod contract;
 mod env;
 mod histogram_logs;
 mod interrupt;
+mod interrupt_skid;
 mod matrix;
 mod memory;
 mod model;

@@ -44,7 +44,7 @@ pub(super) struct Counts {
     pub exact: Option<Subject>,
 }
 
-fn count_one<P: ProbeKernel>(
+pub(super) fn count_one<P: ProbeKernel>(
     pmu: &P,
     event: ProbeEvent,
     branches: u64,

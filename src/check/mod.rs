@@ -35,7 +35,8 @@ mod rr_core;
 
 use serde::Serialize;
 
-use crate::engine::kernel::probe::ProbeKernel;
+use crate::domain::SkidMeasure;
+use crate::engine::kernel::probe::{ProbeEvent, ProbeKernel};
 use crate::fingerprint::Fingerprint;
 pub use machine::{StressOutcome, lost_overflow};
 use outcome::{Finding, Fitness, Use};
@@ -143,6 +144,25 @@ const MEASURED: [&str; 10] = [
     "speclockmap",
     "lost_overflow",
 ];
+
+/// The interrupt skid of `event` as `run` needs it, measured on the
+/// calling thread by the skid probe's pass (sized by one count of the known
+/// loop): what a run's judge takes for on time, where no table figure can
+/// be trusted to hold for this PMU.
+pub fn interrupt_skid<P: ProbeKernel>(pmu: &P, event: ProbeEvent) -> Result<SkidMeasure, String> {
+    let per_loop = match counting::count_one(pmu, event, counting::LOOP_BRANCHES)? {
+        Some(n) if n > 0 => n,
+        Some(_) => return Err("the event counted nothing over the known loop".into()),
+        None => return Err("the event was in error state".into()),
+    };
+    let subject = counting::Subject {
+        event,
+        name: "the run's event".into(),
+        per_loop,
+        is_ticks: false,
+    };
+    overflow::measured_skid(pmu, &subject)
+}
 
 #[cfg(test)]
 mod tests;

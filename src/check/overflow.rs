@@ -18,7 +18,8 @@
 use super::counting::Subject;
 use super::outcome::{Finding, Use};
 use super::rr_core::RrCore;
-use crate::engine::kernel::probe::{ProbeKernel, Sampled};
+use crate::domain::SkidMeasure;
+use crate::engine::kernel::probe::{Overflows, ProbeKernel, Sampled};
 
 /// A period no probe's loop reaches (the most a 32-bit counter takes).
 const UNREACHED: u64 = (1 << 31) - 1;
@@ -129,15 +130,24 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank - 1]
 }
 
-/// `added`: what each interrupt adds to the count (`pmi_overcount`'s
-/// measure on this event), taken off before the walk.
-pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore, added: u64) -> Finding {
+/// One pass of `SKID_OVERFLOWS` overflows every `SKID_PERIOD` events of
+/// `subject`, `added` (what each interrupt adds to the count) taken off
+/// before the walk: each interrupt's count past due, sorted, and the walk.
+pub(super) struct SkidPass {
+    pub sorted: Vec<u64>,
+    pub walk: PastDue,
+    pub overflows: Overflows,
+}
+
+pub(super) fn skid_pass<P: ProbeKernel>(
+    pmu: &P,
+    subject: &Subject,
+    added: u64,
+    allowance: u64,
+) -> Result<SkidPass, String> {
     // Half a period more: the last overflow is not at the DISABLE.
     let branches = subject.branches_for(SKID_PERIOD * SKID_OVERFLOWS + SKID_PERIOD / 2);
-    let s = match sampled(pmu, subject, SKID_PERIOD, None, branches) {
-        Ok(s) => s,
-        Err(e) => return Finding::skip("skid", e, None),
-    };
+    let s = sampled(pmu, subject, SKID_PERIOD, None, branches)?;
     let counts: Vec<u64> = (1u64..)
         .zip(&s.overflows.counts)
         .map(|(k, c)| c.saturating_sub(k * added))
@@ -146,9 +156,51 @@ pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore, adde
         .count
         .unwrap_or(0)
         .saturating_sub(counts.len() as u64 * added);
-    let walk = past_due(&counts, SKID_PERIOD, final_count, rr.skid);
+    let walk = past_due(&counts, SKID_PERIOD, final_count, allowance);
     let mut sorted = walk.past_due.clone();
     sorted.sort_unstable();
+    Ok(SkidPass {
+        sorted,
+        walk,
+        overflows: s.overflows,
+    })
+}
+
+/// The skid pass as `pmustress run` records it: nothing added per
+/// interrupt (the judge sees what the counter reads), and an overflow due
+/// more than a quarter period before the DISABLE missed if it never
+/// interrupted.
+pub(super) fn measured_skid<P: ProbeKernel>(
+    pmu: &P,
+    subject: &Subject,
+) -> Result<SkidMeasure, String> {
+    let pass = skid_pass(pmu, subject, 0, SKID_PERIOD / 4)?;
+    // An interrupt a period or more past due is the next overflow's: the
+    // ones before it never interrupted (missed), and it skidded by the rest.
+    let mut sorted: Vec<u64> = pass.sorted.iter().map(|late| late % SKID_PERIOD).collect();
+    sorted.sort_unstable();
+    Ok(SkidMeasure {
+        overflows: sorted.len() as u64,
+        period: SKID_PERIOD,
+        p50: percentile(&sorted, 0.5),
+        p99: percentile(&sorted, 0.99),
+        max: sorted.last().copied().unwrap_or(0),
+        missed: pass.walk.missed_between + pass.walk.missed_at_end,
+        throttles: pass.overflows.throttles,
+    })
+}
+
+/// `added`: what each interrupt adds to the count (`pmi_overcount`'s
+/// measure on this event), taken off before the walk.
+pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore, added: u64) -> Finding {
+    let SkidPass {
+        sorted,
+        walk,
+        overflows,
+    } = match skid_pass(pmu, subject, added, rr.skid) {
+        Ok(pass) => pass,
+        Err(e) => return Finding::skip("skid", e, None),
+    };
     let (p50, p99, max) = (
         percentile(&sorted, 0.5),
         percentile(&sorted, 0.99),
@@ -164,8 +216,8 @@ pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore, adde
         } else {
             String::new()
         },
-        if s.overflows.throttles > 0 {
-            format!(", throttled {} times", s.overflows.throttles)
+        if overflows.throttles > 0 {
+            format!(", throttled {} times", overflows.throttles)
         } else {
             String::new()
         }
@@ -184,7 +236,7 @@ pub(super) fn skid<P: ProbeKernel>(pmu: &P, subject: &Subject, rr: &RrCore, adde
     if subject.is_ticks && max > rr.skid {
         uses.push(Use::Rr);
     }
-    let throttled = s.overflows.throttles > 0 || s.overflows.lost > 0;
+    let throttled = overflows.throttles > 0 || overflows.lost > 0;
     if !throttled && (missed > 0 || walk.early > 0) {
         uses.push(Use::Profiler);
     }

@@ -9,6 +9,7 @@ interrupts), 2 usage, 125 cannot test here.
 
 use std::path::Path;
 
+use crate::check;
 use crate::cli::console;
 pub use crate::cli::emit::{emit, emit_bytes};
 use crate::cli::stops::{Stopped, install_stops, stopped_by};
@@ -17,6 +18,7 @@ use crate::cli::{Command, CompareArgs, EnvArgs, PlotArgs, ReplayArgs, ReportArgs
 use crate::config::RunConfig;
 use crate::config::event;
 use crate::domain::{EXIT_CANNOT_TEST, EXIT_USAGE, OutputFormat, SwitchWitness};
+use crate::engine::kernel::probe::{ProbeEvent, ProbeKernel};
 use crate::engine::kernel::{self, Kernel};
 use crate::engine::limits;
 use crate::engine::run::{self, RunRecord};
@@ -41,14 +43,15 @@ macro_rules! put {
 }
 
 /// Runs one subcommand and returns its exit status; `run` measures on
-/// `machine` (the binary picks it: `main.rs`).
-pub fn dispatch<K: Kernel>(command: Command, machine: &K) -> i32 {
+/// `machine`, and `check` and `run`'s interrupt skid probe `pmu` (the
+/// binary picks both: `main.rs`).
+pub fn dispatch<K: Kernel, P: ProbeKernel>(command: Command, machine: &K, pmu: &P) -> i32 {
     // A file past the size limit (ulimit -f) is then a failed write (EFBIG),
     // handled as a full disk, not a kill by SIGXFSZ.
     crate::engine::stop_signal::ignore(libc::SIGXFSZ);
     match command {
-        Command::Check(args) => crate::cli::check::check_command(&args, &kernel::Real),
-        Command::Run(args) => run_command(&args, machine),
+        Command::Check(args) => crate::cli::check::check_command(&args, pmu),
+        Command::Run(args) => run_command(&args, machine, pmu),
         Command::Env(args) => env_command(&args),
         Command::Report(args) => report_command(&args),
         Command::Compare(args) => compare_command(&args),
@@ -415,13 +418,17 @@ impl run::Observer for Collect {
 
 /// `pmustress run`: refuse what cannot be run, make the results
 /// directory, measure with the live console, then save and print.
-fn run_command<K: Kernel>(args: &RunArgs, machine: &K) -> i32 {
-    match run_steps(args, machine) {
+fn run_command<K: Kernel, P: ProbeKernel>(args: &RunArgs, machine: &K, pmu: &P) -> i32 {
+    match run_steps(args, machine, pmu) {
         Ok(status) | Err(status) => status,
     }
 }
 
-fn run_steps<K: Kernel>(args: &RunArgs, machine: &K) -> Result<i32, Stopped> {
+fn run_steps<K: Kernel, P: ProbeKernel>(
+    args: &RunArgs,
+    machine: &K,
+    pmu: &P,
+) -> Result<i32, Stopped> {
     let stops = install_stops()?;
     let allowed = match machine.allowed_cpus() {
         Ok(cpus) => cpus,
@@ -438,6 +445,15 @@ fn run_steps<K: Kernel>(args: &RunArgs, machine: &K) -> Result<i32, Stopped> {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let (mut cfg, queue_tight) = validate(args, &allowed, &platform, &argv, &fingerprint)?;
+    if !cfg.event.software && args.skid.is_none() && args.interrupt_skid.is_none() {
+        let event = ProbeEvent {
+            type_: cfg.event.type_id,
+            config: cfg.event.config,
+        };
+        if let Err(why) = cfg.take_measured_interrupt_skid(check::interrupt_skid(pmu, event)) {
+            return Err(refuse(Some(Box::new(cfg)), &argv, &fingerprint, &why));
+        }
+    }
 
     let stop_signal = || stopped_by(&stops);
 

@@ -314,9 +314,7 @@ pub fn banner(cfg: &RunConfig) -> String {
             .to_possible_value()
             .map_or_else(String::new, |v| v.get_name().to_string())
     );
-    if cfg.interrupt_skid != cfg.skid {
-        let _ = write!(s, ", interrupt skid {}", cfg.interrupt_skid);
-    }
+    s.push_str(&cfg.interrupt_skid_words());
     // --migrate none moves nothing: no interval to print.
     if cfg.migrate_interval_ns > 0 && cfg.migrate != crate::domain::MigrateMode::None {
         let _ = write!(s, " every {} us", cfg.migrate_interval_ns / 1000);

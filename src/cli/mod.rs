@@ -318,6 +318,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     pub skid: Option<u64>,
 
+    /// How far past its overflow an interrupt (a sample's count) may land
+    /// and still be on time, on hardware. [default: --skid when given, else
+    /// measured before the run (the skid probe's pass), or the CPU table's
+    /// where that is larger]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
+    pub interrupt_skid: Option<u64>,
+
     /// Worker threads. [default: two per CPU of --cpus]
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
     pub workers: Option<usize>,

@@ -255,7 +255,7 @@ impl RunConfig {
         };
         let (skid, skid_source) = skid(args, &event, period, refusal.is_some())?;
         let duration = run_length(args, bisect.as_ref());
-        let interrupt_skid = match args.skid {
+        let interrupt_skid = match args.interrupt_skid.or(args.skid) {
             Some(s) => s,
             None => event.default_interrupt_skid.unwrap_or(skid),
         };
@@ -267,6 +267,8 @@ impl RunConfig {
             skid,
             skid_source,
             interrupt_skid,
+            interrupt_skid_measured: None,
+            interrupt_skid_not_measured: None,
             workers: args.workers.unwrap_or(stress.workers),
             cpus,
             migrate: args.migrate,
@@ -438,8 +440,15 @@ fn same_directory(a: &Path, b: &Path) -> bool {
 
 /// --skid as given: below the period.
 fn check_skid(args: &RunArgs, period: u64) -> Result<(), ConfigError> {
-    args.skid
-        .map_or(Ok(()), |skid| skid_below_period("--skid", skid, period))
+    for (flag, skid) in [
+        ("--skid", args.skid),
+        ("--interrupt-skid", args.interrupt_skid),
+    ] {
+        if let Some(s) = skid {
+            skid_below_period(flag, s, period)?;
+        }
+    }
+    Ok(())
 }
 
 /// A bare stream's judge settings (`replay FILE`), all from the command

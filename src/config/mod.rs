@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::config::event::ResolvedEvent;
-use crate::domain::{DriverRules, MigrateMode, RearmMode, SwitchWitness};
+use crate::domain::{DriverRules, MigrateMode, RearmMode, SkidMeasure, SwitchWitness};
 use crate::judge::JudgeConfig;
 
 /// Bisect mode: how many overflows without a drop make a "good".
@@ -50,9 +50,18 @@ pub struct RunConfig {
     /// Where the skid came from: "--skid", the CPU table, or period/4.
     pub skid_source: String,
     /// How far past its overflow an interrupt (a sample's count) may land
-    /// and still be on time: `--skid` when given, else the CPU table's.
+    /// and still be on time: `--interrupt-skid` or `--skid` when given,
+    /// else the larger of the CPU table's and the one measured before the
+    /// run.
     #[serde(default)]
     pub interrupt_skid: u64,
+    /// The interrupt skid measured on the event before the run, where it
+    /// was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupt_skid_measured: Option<SkidMeasure>,
+    /// Why it was not, where a hardware event's was to be measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupt_skid_not_measured: Option<String>,
     pub workers: usize,
     pub cpus: Vec<usize>,
     pub migrate: MigrateMode,
@@ -155,6 +164,64 @@ pub fn format_cpus(cpus: &[usize]) -> String {
 }
 
 impl RunConfig {
+    /// Takes the interrupt skid measured before the run (`measured`, or why
+    /// it could not be): the judge's becomes the larger of it and the CPU
+    /// table's, so a PMU that skids more than its table says is judged by
+    /// what it does. Refused (the reason) where interrupts came a period of
+    /// this run or more late: each could then be the next overflow's.
+    pub fn take_measured_interrupt_skid(
+        &mut self,
+        measured: Result<SkidMeasure, String>,
+    ) -> Result<(), String> {
+        let m = match measured {
+            Ok(m) => m,
+            Err(why) => {
+                self.interrupt_skid_not_measured = Some(why);
+                return Ok(());
+            }
+        };
+        if m.max >= self.period {
+            return Err(format!(
+                "interrupts on {} come up to {} events past their overflow (measured before the run: {} overflows every {}), not below the period {}: each could be the next overflow's; give --period {} or more (4 x that skid), or --interrupt-skid",
+                self.event.description,
+                m.max,
+                m.overflows,
+                m.period,
+                self.period,
+                m.max.saturating_mul(4)
+            ));
+        }
+        self.interrupt_skid = self.interrupt_skid.max(m.max);
+        self.interrupt_skid_measured = Some(m);
+        Ok(())
+    }
+
+    /// The interrupt skid as the run's lines say it after the skid (shown
+    /// where it differs from the skid or was measured): ", interrupt skid
+    /// N" and, where it was measured, what the measure saw.
+    pub fn interrupt_skid_words(&self) -> String {
+        let n = self.interrupt_skid;
+        match (
+            &self.interrupt_skid_measured,
+            &self.interrupt_skid_not_measured,
+        ) {
+            (Some(m), _) => {
+                let missed = if m.missed > 0 {
+                    format!(", {} without an interrupt", m.missed)
+                } else {
+                    String::new()
+                };
+                format!(
+                    ", interrupt skid {n} (measured before the run: {} overflows every {}, past due p50 {}, p99 {}, max {}{missed})",
+                    m.overflows, m.period, m.p50, m.p99, m.max
+                )
+            }
+            (None, Some(why)) => format!(", interrupt skid {n} (not measured: {why})"),
+            (None, None) if n != self.skid => format!(", interrupt skid {n}"),
+            (None, None) => String::new(),
+        }
+    }
+
     /// What the judge needs to know of this run (recorded in run.json, so
     /// `pmustress replay` judges its stream the same way).
     pub fn judge_config(&self) -> JudgeConfig {

@@ -220,13 +220,7 @@ fn run_facts(m: &mut dyn Markup, r: &LoadedRun) {
     }
     let event = &r.run.config().event.description;
     let skid = r.run.config().skid;
-    // Shown only where it differs (schema 1 had one skid for both).
-    let interrupt_skid = r.run.config().interrupt_skid;
-    let interrupt_skid = if interrupt_skid != skid {
-        format!(", interrupt skid {interrupt_skid}")
-    } else {
-        String::new()
-    };
+    let interrupt_skid = r.run.config().interrupt_skid_words();
     m.fact(&format!(
         "event: {event}; period {}, skid {skid}{interrupt_skid}",
         r.period(),
