@@ -9,7 +9,7 @@ use std::process::Output;
 use pmustress::testkit::fake_kernel::{SCRIPT_ENV, Script, Scripted, Step};
 use pmustress::testkit::fake_pmu::{FakePmu, Fault, PMU_ENV};
 
-use crate::util::{pmustress, read_json};
+use crate::util::{pmustress, read_json, unwrapped};
 
 fn graviton2() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -66,10 +66,9 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Output as one line: the console wraps its lines to the terminal.
+/// What the command said, its wrapped lines joined again.
 fn said(out: &Output) -> String {
-    let all = text(&out.stdout) + &text(&out.stderr);
-    all.split_whitespace().collect::<Vec<_>>().join(" ")
+    unwrapped(&(text(&out.stdout) + &text(&out.stderr)))
 }
 
 /// A PMU that skids past its table's figure is judged by what it does:
@@ -120,9 +119,9 @@ fn the_table_figure_stays_where_the_pmu_skids_less_and_missed_overflows_are_coun
         "{measured:#}"
     );
     assert!(
-        text(&out.stdout).contains(", 5 without an interrupt)"),
+        said(&out).contains(", 5 without an interrupt)"),
         "{}",
-        text(&out.stdout)
+        said(&out)
     );
 }
 

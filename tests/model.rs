@@ -1240,68 +1240,44 @@ fn a_stop_that_took_one_interrupt_can_lose_the_next() {
 #[test]
 fn an_interrupt_below_a_stop_read_past_the_next_due_point_is_never_a_drop() {
     let cfg = pnmi_kernel_mode();
-    let rows: &[(&str, u64, u32, u64)] = &[
-        ("sample", 3667586128, 0, 47308111),
-        ("stop", 3667588816, 0, 47310431),
-        ("resume", 3667604528, 1, 47311822),
-        ("signal", 3667607568, 1, 47315127),
-        ("sample", 3667651984, 1, 47358111),
-        ("signal", 3667656544, 1, 47362541),
-        ("stop", 3667694320, 1, 47400077),
-        ("sample", 3667722560, 2, 47408065),
-        ("resume", 3667724096, 2, 47409230),
-        ("signal", 3667728608, 2, 47413991),
-        ("sample", 3667774160, 2, 47458111),
-        ("stop", 3667824064, 2, 47572632),
-        ("sample", 3667890704, 2, 47523103),
-        ("resume", 3668032528, 3, 47595610),
-        ("signal", 3668033792, 3, 47597118),
-        ("signal", 3668038304, 3, 47601641),
-        ("sample", 3668052256, 3, 47614158),
-        ("stop", 3668055360, 3, 47616919),
-        ("signal", 3668145616, 3, 47620269),
-        ("sample", 3668184896, 3, 47658111),
-        ("signal", 3668189424, 3, 47662541),
-        ("stop", 3668224992, 3, 47697864),
-        ("sample", 3668250624, 3, 47708054),
-        ("stop", 3668277616, 3, 47734712),
-        ("resume", 3668349424, 0, 47736103),
-        ("sample", 3668404016, 0, 47789518),
-        ("sample", 3668438432, 0, 47822377),
-        ("signal", 3668440976, 0, 47825028),
-        ("signal", 3668461504, 0, 47845543),
-        ("sample", 3668475504, 0, 47858111),
-        ("signal", 3668480048, 0, 47862541),
-        ("sample", 3668527056, 0, 47908111),
-        ("signal", 3668536976, 0, 47917921),
-    ];
+    // The recorded rows (raw.csv.gz's), the migrator's moves left out.
+    let rows = "\
+0,sample,3667586128,0,47308111,\n\
+0,stop,3667588816,0,47310431,\n\
+0,resume,3667604528,1,47311822,\n\
+0,signal,3667607568,1,47315127,1\n\
+0,sample,3667651984,1,47358111,\n\
+0,signal,3667656544,1,47362541,1\n\
+0,stop,3667694320,1,47400077,\n\
+0,sample,3667722560,2,47408065,\n\
+0,resume,3667724096,2,47409230,\n\
+0,signal,3667728608,2,47413991,1\n\
+0,sample,3667774160,2,47458111,\n\
+0,stop,3667824064,2,47572632,\n\
+0,sample,3667890704,2,47523103,\n\
+0,resume,3668032528,3,47595610,\n\
+0,signal,3668033792,3,47597118,1\n\
+0,signal,3668038304,3,47601641,1\n\
+0,sample,3668052256,3,47614158,\n\
+0,stop,3668055360,3,47616919,\n\
+0,signal,3668145616,3,47620269,1\n\
+0,sample,3668184896,3,47658111,\n\
+0,signal,3668189424,3,47662541,1\n\
+0,stop,3668224992,3,47697864,\n\
+0,sample,3668250624,3,47708054,\n\
+0,stop,3668277616,3,47734712,\n\
+0,resume,3668349424,0,47736103,\n\
+0,sample,3668404016,0,47789518,\n\
+0,sample,3668438432,0,47822377,\n\
+0,signal,3668440976,0,47825028,1\n\
+0,signal,3668461504,0,47845543,1\n\
+0,sample,3668475504,0,47858111,\n\
+0,signal,3668480048,0,47862541,1\n\
+0,sample,3668527056,0,47908111,\n\
+0,signal,3668536976,0,47917921,1";
     let mut stream: Vec<Observation> = rows
-        .iter()
-        .map(|&(kind, time_ns, cpu, count)| match kind {
-            "sample" => Observation::Sample {
-                time_ns,
-                cpu,
-                count,
-            },
-            "stop" => Observation::Stop {
-                time_ns,
-                cpu,
-                count: Some(count),
-            },
-            "resume" => Observation::Resume {
-                time_ns,
-                cpu,
-                count,
-            },
-            "signal" => Observation::Signal {
-                time_ns,
-                cpu,
-                value: count,
-                si_code: 1,
-                delivery: pmustress::judge::Delivery::Overflow,
-            },
-            other => panic!("{other}"),
-        })
+        .lines()
+        .map(|line| line.parse::<pmustress::records::Row>().unwrap().observation)
         .collect();
     stream.push(Observation::Final {
         time_ns: 3_668_600_000,

@@ -177,7 +177,12 @@ pub(super) fn measured_skid<P: ProbeKernel>(
     let pass = skid_pass(pmu, subject, 0, SKID_PERIOD / 4)?;
     // An interrupt a period or more past due is the next overflow's: the
     // ones before it never interrupted (missed), and it skidded by the rest.
-    let mut sorted: Vec<u64> = pass.sorted.iter().map(|late| late % SKID_PERIOD).collect();
+    let mut sorted: Vec<u64> = pass
+        .walk
+        .past_due
+        .iter()
+        .map(|late| late % SKID_PERIOD)
+        .collect();
     sorted.sort_unstable();
     Ok(SkidMeasure {
         overflows: sorted.len() as u64,

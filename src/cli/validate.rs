@@ -233,7 +233,7 @@ impl RunConfig {
         let include_kernel = include_kernel(args)?;
         let period = period(args)?;
         check_out(args)?;
-        check_skid(args, period)?;
+        check_skids(args.skid, args.interrupt_skid, period)?;
         let stress = StressDefaults::for_cpus(cpus.len());
         migration_flags(args)?;
         let (migrate_interval_ns, watchdog_ns) = durations(args, &stress)?;
@@ -438,12 +438,14 @@ fn same_directory(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// --skid as given: below the period.
-fn check_skid(args: &RunArgs, period: u64) -> Result<(), ConfigError> {
-    for (flag, skid) in [
-        ("--skid", args.skid),
-        ("--interrupt-skid", args.interrupt_skid),
-    ] {
+/// --skid and --interrupt-skid as given: below the period (`run` and a
+/// bare stream's `replay` alike).
+fn check_skids(
+    skid: Option<u64>,
+    interrupt_skid: Option<u64>,
+    period: u64,
+) -> Result<(), ConfigError> {
+    for (flag, skid) in [("--skid", skid), ("--interrupt-skid", interrupt_skid)] {
         if let Some(s) = skid {
             skid_below_period(flag, s, period)?;
         }
@@ -466,14 +468,7 @@ pub fn bare_stream(args: &ReplayArgs) -> Result<JudgeConfig, ConfigError> {
             ),
         ));
     };
-    for (flag, skid) in [
-        ("--skid", args.skid),
-        ("--interrupt-skid", args.interrupt_skid),
-    ] {
-        if let Some(s) = skid {
-            skid_below_period(flag, s, period)?;
-        }
-    }
+    check_skids(args.skid, args.interrupt_skid, period)?;
     if !args.software && !args.pmu {
         return Err(usage(
             "--pmu/--software",
