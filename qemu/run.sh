@@ -589,9 +589,13 @@ check_legacy() {
 
 # A run whose interrupt skid was measured before it (no --interrupt-skid): the measure
 # saw the skidding QEMU's skid, and the judge took it (QEMU's table says 0). For
-# uniform:N the largest of 500 draws lies within N's last tenth but with chance 0.9^500.
-# Its oracle counts hold the measure's own overflows: not compared (uses check_run's
-# locals).
+# uniform:N, the median of the draws lies within N's middle fifth (4.5 standard
+# deviations at 500 draws) and the largest within its last tenth but with chance
+# 0.9^400 at the 400 draws required. Not bounded above: QEMU adds its own delivery delay
+# now and then (1,389 at uniform:1000 in one of 500, and check's probe saw 4,601), as a
+# VM does. The pass sizes its loop from one count of the event, so it sees 500 overflows
+# give or take one. Its oracle counts hold the measure's own overflows: not compared
+# (uses check_run's locals).
 check_skid_measured() {
     local n=${expect#skid-measured:} m
     m=$(jq -c '.config.interrupt_skid_measured // empty' "$json")
@@ -605,11 +609,13 @@ check_skid_measured() {
         S[$k]=$(jq -r ".config.interrupt_skid_measured.$k" "$json")
     done
     S[judged]=$(jq -r '.config.interrupt_skid' "$json")
-    ((S[overflows] == 500)) || fails+=("measured over ${S[overflows]} overflows, want 500")
+    ((S[overflows] >= 400)) || fails+=("measured over ${S[overflows]} overflows, want 400 or more")
     ((S[judged] == S[max])) || fails+=("judged with interrupt skid ${S[judged]}, measured ${S[max]}")
     if [[ $n =~ ^[0-9]+$ ]]; then
-        ((n * 9 / 10 <= S[max] && S[max] <= n)) ||
-            fails+=("measured skid max ${S[max]}, want $((n * 9 / 10))..$n (uniform:$n)")
+        ((n * 2 / 5 <= S[p50] && S[p50] <= n * 3 / 5)) ||
+            fails+=("measured skid p50 ${S[p50]}, want $((n * 2 / 5))..$((n * 3 / 5)) (uniform:$n)")
+        ((S[max] >= n * 9 / 10)) ||
+            fails+=("measured skid max ${S[max]}, want $((n * 9 / 10)) or more (uniform:$n)")
     fi
     figures="exit $exit_code, verdict $run_verdict; interrupt skid measured: p50 ${S[p50]}"
     figures+=" p99 ${S[p99]} max ${S[max]} over ${S[overflows]} overflows, ${S[missed]} missed"
