@@ -167,33 +167,20 @@ impl RunConfig {
     /// Takes the interrupt skid measured before the run (`measured`, or why
     /// it could not be): the judge's becomes the larger of it and the CPU
     /// table's, so a PMU that skids more than its table says is judged by
-    /// what it does. Refused (the reason) where interrupts came a period of
-    /// this run or more late: each could then be the next overflow's.
-    pub fn take_measured_interrupt_skid(
-        &mut self,
-        measured: Result<SkidMeasure, String>,
-    ) -> Result<(), String> {
-        let m = match measured {
-            Ok(m) => m,
-            Err(why) => {
-                self.interrupt_skid_not_measured = Some(why);
-                return Ok(());
+    /// what it does. A measure of a period of this run or more (a vCPU the
+    /// host did not run, an emulator's timer) is kept as measured and
+    /// judged as `period - 1`: the judge books an interrupt a period late
+    /// or more by the driver's re-base whatever the skid, so below that
+    /// every interrupt is on time.
+    pub fn take_measured_interrupt_skid(&mut self, measured: Result<SkidMeasure, String>) {
+        match measured {
+            Ok(m) => {
+                let on_time = m.max.min(self.period.saturating_sub(1));
+                self.interrupt_skid = self.interrupt_skid.max(on_time);
+                self.interrupt_skid_measured = Some(m);
             }
-        };
-        if m.max >= self.period {
-            return Err(format!(
-                "interrupts on {} come up to {} events past their overflow (measured before the run: {} overflows every {}), not below the period {}: each could be the next overflow's; give --period {} or more (4 x that skid), or --interrupt-skid",
-                self.event.description,
-                m.max,
-                m.overflows,
-                m.period,
-                self.period,
-                m.max.saturating_mul(4)
-            ));
+            Err(why) => self.interrupt_skid_not_measured = Some(why),
         }
-        self.interrupt_skid = self.interrupt_skid.max(m.max);
-        self.interrupt_skid_measured = Some(m);
-        Ok(())
     }
 
     /// The interrupt skid as the run's lines say it after the skid (shown
@@ -211,8 +198,13 @@ impl RunConfig {
                 } else {
                     String::new()
                 };
+                let capped = if m.max >= self.period {
+                    ", a period of the run or more: on time up to a period"
+                } else {
+                    ""
+                };
                 format!(
-                    ", interrupt skid {n} (measured before the run: {} overflows every {}, past due p50 {}, p99 {}, max {}{missed})",
+                    ", interrupt skid {n} (measured before the run: {} overflows every {}, past due p50 {}, p99 {}, max {}{missed}{capped})",
                     m.overflows, m.period, m.p50, m.p99, m.max
                 )
             }

@@ -59,9 +59,12 @@ pub fn overflows_needed() -> u64 {
 }
 
 /// Interrupts a period or more late that land within the interrupt skid of
-/// a grid point by chance: the expected number among the ambiguous.
+/// a grid point by chance: the expected number among the ambiguous. A skid
+/// of half a period or more covers every point between two grid points, so
+/// each may be one.
 pub fn coincidences(i: &InterruptTotals, interrupt_skid: u64, period: u64) -> f64 {
-    i.rebased_in_handler as f64 * (2 * interrupt_skid + 1) as f64 / period as f64
+    let window = (2 * interrupt_skid + 1) as f64 / period as f64;
+    i.rebased_in_handler as f64 * window.min(1.0)
 }
 
 /// What the rule needs of the run's configuration.

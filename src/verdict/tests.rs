@@ -486,3 +486,19 @@ fn workers_that_disagree_on_the_driver_are_inconclusive() {
         assert!(v.reasons.iter().all(Reason::from_stream));
     }
 }
+
+/// The expected chance coincidences grow with the interrupt skid's window
+/// until it covers a whole period, then every interrupt re-based in the
+/// handler may be one, and no more.
+#[test]
+fn coincidences_never_exceed_the_interrupts_re_based_in_the_handler() {
+    let i = InterruptTotals {
+        rebased_in_handler: 8,
+        ..InterruptTotals::default()
+    };
+    let expected = |skid| coincidences(&i, skid, 100);
+    assert_eq!(
+        [0, 49, 50, 99].map(expected),
+        [8.0 * 0.01, 8.0 * 0.99, 8.0, 8.0]
+    );
+}
