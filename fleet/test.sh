@@ -60,10 +60,18 @@ declare -A SSHD=()
 ok=0
 # Stop an sshd and its connections (Ansible keeps them open with
 # ControlPersist, so the listener alone is no drop). The listener is
-# frozen first, so no connection forks between the look and the kill.
+# frozen first, so no connection forks between the look and the kill:
+# kill -STOP returns before the kernel stops it, so the look waits for its
+# state to say stopped (a connection it forked after the look once
+# outlived the listener and the playbook polled on through it).
 stop_sshd() {
-    local pid=$1 stat child comm ppid
+    local pid=$1 stat child comm ppid state i
     kill -STOP "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 500; i++)); do
+        read -r _ _ state _ 2>/dev/null <"/proc/$pid/stat" || break
+        [[ $state == T ]] && break
+        sleep 0.01
+    done
     for stat in /proc/[0-9]*/stat; do
         read -r child comm _ ppid _ 2>/dev/null <"$stat" || continue
         if [[ $ppid == "$pid" && $comm == "(sshd)" ]]; then
